@@ -1,0 +1,55 @@
+"""The metric vocabulary shared by burn-in checks, the catalog's references and the gate.
+
+Units live in the names: _tflops TFLOP/s, _gbps GB/s (bytes), _gbitps Gb/s (bits), _mbps MB/s,
+_c degrees Celsius, _w watts, _mhz MHz. Counts have no unit suffix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    higher_is_better: bool
+    description: str
+
+
+def _m(name: str, unit: str, higher: bool, description: str) -> tuple[str, Metric]:
+    return name, Metric(name, unit, higher, description)
+
+
+METRICS: dict[str, Metric] = dict(
+    [
+        _m("gemm_bf16_tflops", "TFLOP/s", True, "dense bf16 matrix multiply, slowest device"),
+        _m("gemm_fp16_tflops", "TFLOP/s", True, "dense fp16 matrix multiply, slowest device"),
+        _m("gemm_fp8_tflops", "TFLOP/s", True, "dense fp8 matrix multiply, slowest device"),
+        _m("gemm_fp32_tflops", "TFLOP/s", True, "dense fp32 matrix multiply, slowest device"),
+        _m("mem_copy_gbps", "GB/s", True, "device memory copy, bytes read + written, slowest device"),
+        _m("h2d_gbps", "GB/s", True, "pinned host-to-device copy, slowest device"),
+        _m("d2h_gbps", "GB/s", True, "pinned device-to-host copy, slowest device"),
+        _m("allreduce_busbw_gbps", "GB/s", True, "intra-node all-reduce bus bandwidth (nccl-tests)"),
+        _m("fabric_ports_active", "count", True, "high-speed fabric ports in ACTIVE state"),
+        _m("fabric_port_rate_gbitps", "Gb/s", True, "slowest active fabric port's link rate"),
+        _m("fabric_loopback_gbitps", "Gb/s", True, "perftest loopback write bandwidth, slowest port"),
+        _m("storage_read_mbps", "MB/s", True, "sequential read throughput on the checked path"),
+        _m("storage_write_mbps", "MB/s", True, "sequential write throughput on the checked path"),
+        _m("stress_clock_ratio", "ratio", True, "sustained clock under load / maximum clock, slowest device"),
+        _m("stress_throttle_seconds", "s", False, "time spent thermally or power throttled under load"),
+        _m("temperature_max_c", "C", False, "hottest device temperature under load"),
+        _m("power_max_w", "W", False, "highest device power draw under load"),
+        _m("gemm_tflops_per_watt", "TFLOP/s/W", True, "GEMM throughput per watt drawn"),
+        _m("ecc_uncorrectable", "count", False, "uncorrectable ECC errors, all devices"),
+        _m("remapped_rows_pending", "count", False, "rows waiting for a reset to be remapped"),
+        _m("remapped_rows_failed", "count", False, "row remapping failures"),
+        _m("xid_errors", "count", False, "XID errors in the kernel log"),
+        _m("pcie_degraded_links", "count", False, "devices whose PCIe link trained below its maximum"),
+        _m("nvlink_down_links", "count", False, "NVLink links not up"),
+    ]
+)
+
+
+def is_known(name: str) -> bool:
+    return name in METRICS

@@ -1,0 +1,486 @@
+"""FleetSpec: the one document a user writes to describe a fleet.
+
+One fleet is one SKU: the type has a single `sku` field, so a mixed fleet cannot be written.
+Every rule that spans fields lives in `FleetSpec._cross_field_rules` and reports the dotted
+path of the field it blames, so `fleetforge spec check` can name it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku
+from fleet.metrics import METRICS
+
+Cloud = Literal["aws", "gcp", "azure", "onprem"]
+DnsName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+TagValue = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9_.@:/=+-]+$")]
+
+FSX_THROUGHPUTS = (125, 250, 500, 1000)
+# Google Cloud Managed Lustre: tier (MB/s per TiB) -> (minimum GiB, step GiB, maximum GiB at that step)
+MANAGED_LUSTRE_TIERS = {
+    1000: (9_000, 9_000, 1_530_000),
+    500: (18_000, 18_000, 3_060_000),
+    250: (36_000, 36_000, 6_120_000),
+    125: (72_000, 72_000, 12_240_000),
+}
+# Azure Managed Lustre AMLFS-Durable-Premium-<tier>: capacity step in TiB
+AMLFS_STEPS_TIB = {40: 48, 125: 16, 250: 8, 500: 4}
+FILESYSTEMS_BY_CLOUD: dict[str, tuple[str, ...]] = {
+    "aws": ("fsx-lustre",),
+    "gcp": ("managed-lustre",),
+    "azure": ("amlfs",),
+    "onprem": ("lustre", "beegfs"),
+}
+
+
+class SpecProblem(ValueError):
+    """A cross-field rule broken; carries every (field path, message) found at once."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{p}: {m}" for p, m in problems))
+        self.problems = problems
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class Capacity(_Strict):
+    type: Literal["on-demand", "reservation", "capacity-block", "spot", "queued"] = "on-demand"
+    reservation_id: str | None = Field(
+        default=None, description="ODCR / Capacity Block id (AWS), reservation name (GCP/Azure)"
+    )
+
+
+class Network(_Strict):
+    vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.64.0.0/16")
+    vpc_id: str | None = Field(default=None, description="Use an existing VPC/VNet instead of creating one")
+    subnet_id: str | None = Field(default=None, description="Existing private subnet in the spec's zone")
+    ssh_cidr: ipaddress.IPv4Network | None = Field(
+        default=None, description="Where SSH may come from; none means no SSH ingress at all"
+    )
+    bastion: str | None = Field(default=None, description="Security group / host allowed to SSH instead")
+
+    @field_validator("ssh_cidr")
+    @classmethod
+    def _not_the_internet(cls, v: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
+        if v is not None and v.prefixlen == 0:
+            raise ValueError("0.0.0.0/0 opens SSH to the internet; name a corporate range or a bastion")
+        return v
+
+
+class FileSystem(_Strict):
+    kind: Literal["fsx-lustre", "managed-lustre", "amlfs", "lustre", "beegfs"]
+    capacity_gib: PositiveInt | None = None
+    capacity_tib: float | None = Field(default=None, gt=0)
+    throughput_mbps_per_tib: PositiveInt | None = None
+    mount_point: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/lustre"
+    # on-prem clients
+    mgs_nids: tuple[str, ...] | None = Field(default=None, description="Lustre MGS NIDs, e.g. 10.0.0.1@tcp")
+    fsname: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]{1,8}$")] | None = None
+    mgmtd_host: str | None = Field(default=None, description="BeeGFS management host")
+
+    @property
+    def gib(self) -> float | None:
+        if self.capacity_gib is not None:
+            return float(self.capacity_gib)
+        if self.capacity_tib is not None:
+            return self.capacity_tib * 1024
+        return None
+
+    @property
+    def capacity_field(self) -> str:
+        return "capacity_gib" if self.capacity_gib is not None else "capacity_tib"
+
+
+class Checkpoints(_Strict):
+    bucket: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] | None = None
+    retention_days: PositiveInt = 30
+    noncurrent_retention_days: PositiveInt = 7
+
+
+class Storage(_Strict):
+    filesystem: FileSystem | None = None
+    checkpoints: Checkpoints | None = Checkpoints()
+
+
+class Tags(_Strict):
+    owner: TagValue
+    fleet: TagValue | None = None
+    dataset: TagValue | None = Field(default=None, description="Dataset lineage: what this fleet trains on")
+    extra: dict[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_-]{0,62}$")], TagValue] = {}
+
+
+class ThresholdOverride(_Strict):
+    fraction: float | None = Field(default=None, gt=0, le=1.5)
+    floor: float | None = Field(default=None, ge=0)
+
+
+class ValidationSettings(_Strict):
+    level: Literal["quick", "standard", "extended"] = "standard"
+    thresholds: dict[str, ThresholdOverride] = {}
+    mad_k: float = Field(default=4.0, gt=0, description="Outlier when below median by more than k x MAD")
+    min_relative_margin: float = Field(
+        default=0.05, ge=0, lt=1, description="...and by more than this fraction of the median"
+    )
+    pinned_versions: dict[str, str] = Field(
+        default={}, description="driver, cuda, vbios, firmware, ofed: required values"
+    )
+
+    @field_validator("thresholds")
+    @classmethod
+    def _known_metrics(cls, v: dict[str, ThresholdOverride]) -> dict[str, ThresholdOverride]:
+        unknown = sorted(set(v) - set(METRICS))
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; allowed: {', '.join(sorted(METRICS))}")
+        return v
+
+    @field_validator("pinned_versions")
+    @classmethod
+    def _known_components(cls, v: dict[str, str]) -> dict[str, str]:
+        allowed = {"driver", "cuda", "vbios", "firmware", "ofed", "nccl", "kernel", "fleetforge"}
+        unknown = sorted(set(v) - allowed)
+        if unknown:
+            raise ValueError(f"unknown component(s) {unknown}; allowed: {', '.join(sorted(allowed))}")
+        return v
+
+
+class Host(_Strict):
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
+    address: str = Field(min_length=1, description="IP address or DNS name Ansible connects to")
+    user: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+
+
+class FleetSpec(_Strict):
+    name: DnsName
+    cloud: Cloud
+    sku: str
+    region: str | None = None
+    zone: str | None = None
+    nodes: PositiveInt
+    spares: int = Field(default=0, ge=0)
+    capacity: Capacity = Capacity()
+    network: Network = Network()
+    storage: Storage = Storage()
+    image: str | None = Field(default=None, description="AMI / image / image reference override")
+    tags: Tags
+    validation: ValidationSettings = ValidationSettings()
+    hosts: tuple[Host, ...] | None = Field(default=None, description="On-prem: every node, spares included")
+
+    @property
+    def catalog_sku(self) -> Sku:
+        return get_sku(self.sku)
+
+    @property
+    def size(self) -> int:
+        """Nodes to provision or configure: the job's nodes plus hot spares of the same SKU."""
+        return self.nodes + self.spares
+
+    @property
+    def fleet_tag(self) -> str:
+        return self.tags.fleet or self.name
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> FleetSpec:
+        problems = list(_problems(self))
+        if problems:
+            raise SpecProblem(problems)
+        return self
+
+
+def _problems(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    try:
+        sku = get_sku(spec.sku)
+    except UnknownSkuError:
+        names = [s.sku for s in all_skus() if s.cloud == spec.cloud]
+        yield "sku", f"unknown SKU {spec.sku!r}; allowed for {spec.cloud}: {', '.join(names)}"
+        return
+    if sku.cloud != spec.cloud:
+        names = [s.sku for s in all_skus() if s.cloud == spec.cloud]
+        yield "sku", f"{spec.sku} is a {sku.cloud} SKU, not {spec.cloud}; allowed: {', '.join(names)}"
+        return
+    yield from _location_rules(spec)
+    yield from _size_rules(spec, sku)
+    yield from _capacity_rules(spec)
+    yield from _storage_rules(spec)
+    yield from _onprem_rules(spec)
+
+
+def _location_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    if spec.cloud == "onprem":
+        return
+    if not spec.region:
+        yield "region", f"required for {spec.cloud}"
+    if not spec.zone:
+        yield "zone", f"required for {spec.cloud}: the fabric spans one zone"
+        return
+    if spec.cloud == "azure":
+        if spec.zone not in {"1", "2", "3"}:
+            yield "zone", f"{spec.zone!r} is not an Azure availability zone; allowed: 1, 2, 3"
+    elif spec.region and not spec.zone.startswith(spec.region):
+        yield "zone", f"{spec.zone!r} is not in region {spec.region!r} (expected {spec.region}<letter>)"
+
+
+def _size_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
+    if spec.spares >= spec.nodes:
+        yield "spares", f"{spec.spares} spares for {spec.nodes} nodes; allowed: fewer spares than nodes"
+    limit = sku.placement.max_nodes
+    if limit is not None and spec.size > limit:
+        yield (
+            "nodes",
+            f"nodes + spares = {spec.size}, but {sku.sku}'s {sku.fabric.kind} fabric spans one "
+            f"placement group of at most {limit} VMs; allowed: nodes + spares <= {limit}",
+        )
+    if sku.placement.slice_chips is not None:
+        chips = spec.nodes * sku.accelerators_per_node
+        if chips not in sku.placement.slice_chips:
+            hosts = [c // sku.accelerators_per_node or 1 for c in sku.placement.slice_chips]
+            allowed = sorted({h for h, c in zip(hosts, sku.placement.slice_chips, strict=True) if c >= h})
+            yield (
+                "nodes",
+                f"{spec.nodes} hosts x {sku.accelerators_per_node} chips = {chips} chips is no {sku.sku} "
+                f"slice shape; allowed slice sizes (chips): "
+                f"{', '.join(map(str, sku.placement.slice_chips))} (hosts: {', '.join(map(str, allowed))})",
+            )
+        if spec.spares:
+            yield "spares", "a TPU slice is provisioned whole; allowed: 0 (request a second slice instead)"
+
+
+def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    cap = spec.capacity
+    if cap.type in {"reservation", "capacity-block"} and not cap.reservation_id:
+        yield "capacity.reservation_id", f"required when capacity.type is {cap.type}"
+    if cap.type in {"on-demand", "spot"} and cap.reservation_id:
+        yield "capacity.reservation_id", f"not allowed with capacity.type {cap.type}"
+    if cap.type == "capacity-block" and spec.cloud != "aws":
+        yield "capacity.type", "capacity-block is an AWS Capacity Block for ML; allowed on aws only"
+    if cap.type == "queued" and spec.cloud != "gcp":
+        yield "capacity.type", "queued (queued resources / DWS) is allowed on gcp only"
+    if (
+        spec.cloud == "aws"
+        and cap.type in {"reservation", "capacity-block"}
+        and cap.reservation_id
+        and not re.fullmatch(r"cr-[0-9a-f]{8,17}", cap.reservation_id)
+    ):
+        yield "capacity.reservation_id", f"{cap.reservation_id!r} is not an EC2 reservation id (cr-<hex>)"
+    if spec.cloud == "onprem" and cap.type != "on-demand":
+        yield "capacity.type", "on-prem fleets own their hardware; allowed: on-demand"
+
+
+def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    fs = spec.storage.filesystem
+    ckpt = spec.storage.checkpoints
+    if ckpt is not None and ckpt.noncurrent_retention_days > ckpt.retention_days:
+        yield (
+            "storage.checkpoints.noncurrent_retention_days",
+            f"{ckpt.noncurrent_retention_days} exceeds retention_days {ckpt.retention_days}",
+        )
+    if (
+        ckpt is not None
+        and ckpt.bucket
+        and spec.cloud == "azure"
+        and not re.fullmatch(r"[a-z0-9]{3,24}", ckpt.bucket)
+    ):
+        yield "storage.checkpoints.bucket", "an Azure storage account name: 3-24 lowercase letters and digits"
+    if fs is None:
+        return
+    allowed = FILESYSTEMS_BY_CLOUD[spec.cloud]
+    if fs.kind not in allowed:
+        yield (
+            "storage.filesystem.kind",
+            f"{fs.kind} is not offered on {spec.cloud}; allowed: {', '.join(allowed)}",
+        )
+        return
+    if fs.capacity_gib is not None and fs.capacity_tib is not None:
+        yield "storage.filesystem.capacity_tib", "give capacity_gib or capacity_tib, not both"
+        return
+    where = f"storage.filesystem.{fs.capacity_field}"
+    tput = fs.throughput_mbps_per_tib
+    if fs.kind in {"lustre", "beegfs"}:
+        yield from _onprem_filesystem_rules(fs)
+        return
+    if fs.gib is None:
+        yield "storage.filesystem.capacity_gib", f"required for {fs.kind}"
+        return
+    if fs.kind == "fsx-lustre":
+        if tput not in FSX_THROUGHPUTS:
+            yield (
+                "storage.filesystem.throughput_mbps_per_tib",
+                f"{tput} is no FSx for Lustre PERSISTENT_2 tier; allowed: {', '.join(map(str, FSX_THROUGHPUTS))}",
+            )
+        # FSx counts 1.2 TiB as 1,200 GiB: capacities are 1,200 GiB or multiples of 2,400 GiB.
+        gib = fs.capacity_gib if fs.capacity_gib is not None else round((fs.capacity_tib or 0) * 1000)
+        if not (gib == 1200 or gib % 2400 == 0):
+            yield (
+                where,
+                f"{_shown(fs)} is not an FSx PERSISTENT_2 size; allowed: 1.2 TiB or a multiple of 2.4 TiB",
+            )
+    elif fs.kind == "managed-lustre":
+        if tput not in MANAGED_LUSTRE_TIERS:
+            yield (
+                "storage.filesystem.throughput_mbps_per_tib",
+                f"{tput} is no Managed Lustre tier; allowed: {', '.join(map(str, sorted(MANAGED_LUSTRE_TIERS)))}",
+            )
+            return
+        low, step, high = MANAGED_LUSTRE_TIERS[tput]
+        if fs.gib < low or fs.gib > high or fs.gib % step:
+            yield (
+                where,
+                f"{_shown(fs)} does not fit the {tput} MB/s/TiB tier; allowed: {low:,} to {high:,} GiB "
+                f"in steps of {step:,} GiB",
+            )
+    elif fs.kind == "amlfs":
+        if tput not in AMLFS_STEPS_TIB:
+            yield (
+                "storage.filesystem.throughput_mbps_per_tib",
+                f"{tput} is no AMLFS-Durable-Premium tier; allowed: {', '.join(map(str, AMLFS_STEPS_TIB))}",
+            )
+            return
+        step = AMLFS_STEPS_TIB[tput]
+        tib = fs.gib / 1024
+        if tib % step:
+            yield (
+                where,
+                f"{_shown(fs)} is not a multiple of {step} TiB, the AMLFS-Durable-Premium-{tput} step",
+            )
+
+
+def _onprem_filesystem_rules(fs: FileSystem) -> Iterator[tuple[str, str]]:
+    if fs.kind == "lustre":
+        if not fs.mgs_nids:
+            yield "storage.filesystem.mgs_nids", "required for an on-prem Lustre client (e.g. 10.0.0.1@o2ib)"
+        if not fs.fsname:
+            yield "storage.filesystem.fsname", "required for an on-prem Lustre client"
+    if fs.kind == "beegfs" and not fs.mgmtd_host:
+        yield "storage.filesystem.mgmtd_host", "required for a BeeGFS client"
+
+
+def _onprem_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    if spec.cloud != "onprem":
+        if spec.hosts is not None:
+            yield "hosts", f"only on-prem fleets list hosts; {spec.cloud} nodes come from the stack"
+        return
+    if not spec.hosts:
+        yield "hosts", f"an on-prem fleet names its hosts: {spec.size} (nodes + spares) entries"
+        return
+    if len(spec.hosts) != spec.size:
+        yield "hosts", f"{len(spec.hosts)} hosts listed; nodes + spares = {spec.size}"
+    names = [h.name for h in spec.hosts]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            yield f"hosts.{i}.name", f"duplicate host name {name!r}"
+
+
+def _shown(fs: FileSystem) -> str:
+    return f"{fs.capacity_gib} GiB" if fs.capacity_gib is not None else f"{fs.capacity_tib} TiB"
+
+
+# --------------------------------------------------------------------------- loading
+
+
+class SpecError(Exception):
+    """A spec that cannot be used; `problems` lists (field path, message) pairs."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        lines = [f"{self.source}: {len(self.problems)} problem(s)"]
+        lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]
+        return "\n".join(lines)
+
+
+def load_spec(path: str | Path) -> FleetSpec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(str(path), [("", "no such file")]) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise SpecError(str(path), [("", f"cannot read: {exc.__class__.__name__}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError(str(path), [("", f"not valid YAML{where}")]) from None
+    return spec_from_mapping(data, source=str(path))
+
+
+def spec_from_mapping(data: Any, source: str = "fleetforge:fleet") -> FleetSpec:
+    """Validate a plain mapping (a YAML document or Pulumi's `fleetforge:fleet` config object)."""
+    if not isinstance(data, Mapping):
+        raise SpecError(source, [("", f"a fleet spec is a mapping of fields, got {type(data).__name__}")])
+    try:
+        return FleetSpec.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SpecError(source, list(_explain(exc))) from None
+
+
+def _explain(exc: ValidationError) -> Iterator[tuple[str, str]]:
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        path = ".".join(str(p) for p in loc)
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, SpecProblem):
+            for sub, msg in cause.problems:
+                yield ".".join(p for p in (path, sub) if p), msg
+        elif err["type"] == "extra_forbidden":
+            yield path, f"unknown key; allowed here: {', '.join(_allowed_keys(loc[:-1]))}"
+        elif err["type"] == "missing":
+            yield path, "required"
+        else:
+            msg = err["msg"]
+            if msg.startswith("Value error, "):
+                msg = msg[len("Value error, ") :]
+            yield path, f"{msg} (got {_short(err.get('input'))})"
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model found at `loc`, walking FleetSpec's annotations."""
+    model: Any = FleetSpec
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        model = _model_in(field.annotation) if field else None
+    return sorted(model.model_fields) if model else []
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def json_schema() -> dict[str, Any]:
+    return FleetSpec.model_json_schema()

@@ -1,0 +1,30 @@
+"""One place that prints: rich on a terminal, plain text in pipes and CI logs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+# In pipes and CI logs there is no terminal width to honour; wide lines beat truncated SKU names.
+_PIPE_WIDTH = 200
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
+err = Console(
+    stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH
+)
+
+
+def print_json(data: Any) -> None:
+    # Plain stdout, not rich: machine readers want exactly one JSON document.
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def fail(message: str, code: int) -> NoReturn:
+    # Text, not markup: messages quote user input, which may hold brackets.
+    err.print(Text("error: ", style="bold red") + Text(message))
+    raise typer.Exit(code)

@@ -1,0 +1,11 @@
+"""Exit codes, stable for CI. Documented in docs/exit-codes.md; change both together."""
+
+OK = 0
+REJECTED = 1  # burn-in: a check failed its floor; gate: a node was rejected
+INCOMPLETE = 2  # burn-in: a check errored or timed out; gate: results missing or unreadable
+USAGE = 64  # EX_USAGE: bad command line
+DATA = 65  # EX_DATAERR: the spec or another input file is invalid
+NO_INPUT = 66  # EX_NOINPUT: an input file does not exist or cannot be read
+UNAVAILABLE = 69  # EX_UNAVAILABLE: an optional dependency (pulumi, ansible, torch) is missing
+SOFTWARE = 70  # EX_SOFTWARE: an internal error; a bug report is welcome
+INTERRUPTED = 130

@@ -1,0 +1,1 @@
+"""Pulumi programs: one ComponentResource per cloud. Never imports validation."""

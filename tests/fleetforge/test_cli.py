@@ -1,0 +1,110 @@
+"""The command line: documented exit codes, JSON shapes, and no tracebacks on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetforge import exitcodes
+from fleetforge.cli import main
+from tests.conftest import EXAMPLES
+from tests.fleet.test_spec import BAD
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_catalog_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "catalog", "--json")
+    assert code == 0
+    rows = json.loads(out)
+    assert isinstance(rows, list) and len(rows) >= 18
+    for row in rows:
+        for key in (
+            "sku",
+            "cloud",
+            "accelerator",
+            "accelerators_per_node",
+            "accelerator_memory_gib",
+            "source",
+        ):
+            assert key in row, (row["sku"], key)
+        assert {"kind", "nics", "gbps_per_nic"} <= set(row["fabric"])
+    p5 = next(r for r in rows if r["sku"] == "p5.48xlarge")
+    assert p5["fabric"]["kind"] == "efa" and p5["fabric"]["nics"] == 32
+
+
+def test_catalog_table_and_cloud_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "catalog", "--cloud", "azure")
+    assert code == 0 and "Standard_ND96isr_H200_v5" in out and "p5.48xlarge" not in out
+    code, _, err = run(capsys, "catalog", "--cloud", "oracle")
+    assert code == exitcodes.USAGE and "allowed" in err
+
+
+def test_spec_check_accepts_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    files = [str(p) for p in sorted(EXAMPLES.glob("*.yaml"))]
+    code, out, _ = run(capsys, "spec", "check", *files)
+    assert code == 0
+    assert out.count(": ok") == len(files)
+
+
+@pytest.mark.parametrize(("doc", "field", "allowed"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
+def test_spec_check_rejects_bad_specs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: dict[str, object], field: str, allowed: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(capsys, "spec", "check", str(path))
+    assert code == exitcodes.DATA
+    assert str(path) in err and f"{field}:" in err and allowed in err
+    assert "Traceback" not in err
+
+
+def test_missing_file_and_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "spec", "check", str(tmp_path / "nope.yaml"))
+    assert code == exitcodes.NO_INPUT and "no such file" in err
+    assert run(capsys, "spec", "check")[0] == exitcodes.USAGE
+    assert run(capsys, "no-such-command")[0] == exitcodes.USAGE
+    assert run(capsys, "catalog", "--jsn")[0] == exitcodes.USAGE
+
+
+def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "spec", "schema")
+    schema = json.loads(out)
+    assert code == 0 and schema["title"] == "FleetSpec"
+    assert {"name", "cloud", "sku", "nodes", "tags"} <= set(schema["required"])
+    assert schema["additionalProperties"] is False
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.startswith("fleetforge ")
+
+
+def test_demo_runs_on_embedded_default(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "--examples", str(EXAMPLES))
+    assert code == 0
+    assert "local-cpu" in out and "aws-p5-fleet.yaml: ok" in out
+
+
+def test_installed_entry_point_has_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncloud: aws\nsku: p5.48xlarge\nnodes: 1\ntags: {owner: me}\nbogus: 1\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "fleetforge.cli", "spec", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == exitcodes.DATA
+    assert "bogus: unknown key" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
