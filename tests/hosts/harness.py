@@ -1,0 +1,625 @@
+"""Local test hosts without Docker: one network namespace + sshd in its own Debian chroot per host.
+
+    with TestHosts(2) as hosts:
+        hosts.ssh(hosts[0], "uname -a")
+        inventory = hosts.write_inventory(tmp_path / "inventory.yml", groups={"gpu_nodes": ["h0"]})
+        with hosts.cpu_limit(hosts[1], 0.25):
+            ...                      # h1 runs at a quarter of one CPU
+        hosts.stop(hosts[1])         # h1 is now unreachable
+
+Each host gets its own copy of the cached root (rootfs.py), a network namespace joined to a
+per-instance bridge by a veth pair, an address on a private /24 picked per instance, and an sshd
+that is PID 1 of its own PID and mount namespaces (so killing it takes every process of the host
+with it, and its /proc, /sys, /dev mounts vanish with the namespace). The whole process tree runs in
+a cgroup v1 cpu group from its first instruction, so `cpu_limit` throttles everything on the host.
+
+The hosts have no default route: the only addresses anything can reach are each other's and the
+bridge's. /proc/sys and /sys are read-only inside: the hosts share the test machine's kernel and
+must not change it.
+
+Every resource is named `fft<instance>...`, where <instance> is the owning pid in base 36, and is
+recorded in a state file; teardown runs from `close()` (context manager exit, pytest finalizer) and
+atexit, and a sweeper removes whatever an instance whose process has died left behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.hosts import rootfs
+
+PREFIX = "fft"
+STATE_ROOT = Path(os.environ.get("FLEETFORGE_TESTHOSTS_STATE", "/run/fleetforge-testhosts"))
+ROOTS_DIR = Path(os.environ.get("FLEETFORGE_TESTHOSTS_ROOTS", "/var/tmp/fleetforge-testhosts"))
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+CGROUP_DIR = CGROUP_CPU / "fleetforge-testhosts"
+# Test subnets are /24s carved from this range; one per harness instance.
+SUBNET_POOL = ipaddress.IPv4Network("10.213.0.0/16")
+SSH_OPTIONS = (
+    "-o",
+    "ControlMaster=no",
+    "-o",
+    "ControlPersist=no",
+    "-o",
+    "IdentitiesOnly=yes",
+    "-o",
+    "BatchMode=yes",
+    "-o",
+    "StrictHostKeyChecking=yes",
+    "-o",
+    "ConnectTimeout=10",
+    "-o",
+    "LogLevel=ERROR",
+)
+CPU_PERIOD_US = 100_000
+INSTANCE_WIDTH = 7
+
+
+class HostsUnsupported(RuntimeError):
+    """This machine cannot run test hosts (not root, no netns, no debootstrap); tests skip."""
+
+
+@dataclass
+class TestHost:
+    __test__ = False  # not a pytest test class
+
+    name: str
+    address: str
+    port: int
+    user: str
+    private_key: Path
+    root: Path
+    netns: str
+    veth: str
+    cgroup: Path
+    known_hosts: Path
+    log: Path
+
+    @property
+    def ssh_args(self) -> list[str]:
+        """The ssh command line (without the remote command) that reaches this host."""
+        return [
+            "ssh",
+            *SSH_OPTIONS,
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-i",
+            str(self.private_key),
+            "-p",
+            str(self.port),
+            f"{self.user}@{self.address}",
+        ]
+
+
+@dataclass
+class TestHosts:
+    """A set of n local test hosts; use as a context manager (or call start() and close())."""
+
+    __test__ = False
+
+    count: int
+    names: Sequence[str] | None = None
+    hosts: list[TestHost] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Fixed width: 5 base-36 digits of the pid, 2 random; names embed it at a fixed offset.
+        rand = _b36(int.from_bytes(os.urandom(2), "big")).rjust(2, "0")[-2:]
+        self.instance = _b36(os.getpid()).rjust(5, "0") + rand
+        self.state = STATE_ROOT / self.instance
+        self.roots = ROOTS_DIR / self.instance
+        self.bridge = f"{PREFIX}{self.instance}br"
+        self.subnet: ipaddress.IPv4Network | None = None
+        self._closed = False
+        if self.names is not None and len(self.names) != self.count:
+            raise ValueError(f"names: {len(self.names)} given for {self.count} hosts")
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> TestHosts:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[TestHost]:
+        return iter(self.hosts)
+
+    def __getitem__(self, i: int) -> TestHost:
+        return self.hosts[i]
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def by_name(self, name: str) -> TestHost:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def start(self) -> TestHosts:
+        check_supported()
+        sweep_stale()
+        tarball = rootfs.cached_root_tarball()
+        atexit.register(self.close)
+        try:
+            self.state.mkdir(parents=True)
+            self._save_owner()
+            self.roots.mkdir(parents=True)
+            CGROUP_DIR.mkdir(exist_ok=True)
+            self._make_network()
+            self._make_client_key()
+            names = list(self.names or [f"h{i}" for i in range(self.count)])
+            for i, name in enumerate(names):
+                self.hosts.append(self._prepare_host(i, name, tarball))
+            hosts_file = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
+            for host in self.hosts:
+                (host.root / "etc/hosts").write_text(hosts_file)
+                self._boot(host)
+            for host in self.hosts:
+                self._wait_ready(host)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Tear everything down; safe to call twice and after a partial start."""
+        if self._closed:
+            return
+        self._closed = True
+        _teardown(self.instance)
+        atexit.unregister(self.close)
+
+    # ------------------------------------------------------------------ helpers for tests
+
+    def ssh(
+        self, host: TestHost, command: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a shell command on host as its user; raises on non-zero exit when check is true."""
+        done = subprocess.run(
+            [*host.ssh_args, command],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        if check and done.returncode != 0:
+            raise AssertionError(
+                f"ssh {host.name} {command!r} exited {done.returncode}: {done.stderr.strip()[-1000:]}"
+            )
+        return done
+
+    def write_inventory(
+        self,
+        path: Path,
+        groups: Mapping[str, Sequence[str]] | None = None,
+        hostvars: Mapping[str, Mapping[str, Any]] | None = None,
+        group_vars: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Path:
+        """An Ansible YAML inventory: every host under `all`, plus the named groups and vars."""
+        all_hosts: dict[str, dict[str, Any]] = {}
+        for h in self.hosts:
+            all_hosts[h.name] = {**self.connection_vars(h), **dict((hostvars or {}).get(h.name, {}))}
+        children: dict[str, Any] = {}
+        for group, members in (groups or {}).items():
+            unknown = sorted(set(members) - {h.name for h in self.hosts})
+            if unknown:
+                raise KeyError(f"group {group}: unknown hosts {unknown}")
+            children[group] = {"hosts": {m: None for m in members}}
+            if group_vars and group in group_vars:
+                children[group]["vars"] = dict(group_vars[group])
+        doc: dict[str, Any] = {"all": {"hosts": all_hosts}}
+        if children:
+            doc["all"]["children"] = children
+        if group_vars and "all" in group_vars:
+            doc["all"]["vars"] = dict(group_vars["all"])
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    def connection_vars(self, host: TestHost) -> dict[str, Any]:
+        return {
+            "ansible_host": host.address,
+            "ansible_port": host.port,
+            "ansible_user": host.user,
+            "ansible_ssh_private_key_file": str(host.private_key),
+            "ansible_ssh_args": "-o ControlMaster=no -o ControlPersist=no",
+            "ansible_ssh_common_args": (
+                f"-o UserKnownHostsFile={host.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+            ),
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_ssh_pipelining": True,
+        }
+
+    @contextlib.contextmanager
+    def cpu_limit(self, host: TestHost, fraction: float) -> Iterator[None]:
+        """Cap every process of host (sshd and all it starts) at `fraction` of one CPU, for real."""
+        if not 0 < fraction <= 64:
+            raise ValueError(f"fraction {fraction}: allowed 0 < fraction <= 64 (CPUs)")
+        (host.cgroup / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+        (host.cgroup / "cpu.cfs_quota_us").write_text(str(max(1000, int(CPU_PERIOD_US * fraction))))
+        try:
+            yield
+        finally:
+            if host.cgroup.exists():
+                (host.cgroup / "cpu.cfs_quota_us").write_text("-1")
+
+    def stop(self, host: TestHost, link_down: bool = False) -> None:
+        """Make host unreachable: kill its sshd and everything under it (connections are refused).
+        With link_down, its link goes down too, so connections time out instead."""
+        _kill_cgroup(host.cgroup, remove=False)
+        if link_down:
+            _ip("link", "set", host.veth, "down", check=False)
+
+    # ------------------------------------------------------------------ setup steps
+
+    def _save_owner(self) -> None:
+        owner = {"pid": os.getpid(), "starttime": _starttime(os.getpid()), "instance": self.instance}
+        (self.state / "owner.json").write_text(json.dumps(owner))
+
+    def _make_network(self) -> None:
+        STATE_ROOT.mkdir(parents=True, exist_ok=True)
+        with open(STATE_ROOT / "subnets.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # two harnesses never take the same /24
+            self.subnet = _free_subnet(os.getpid())
+            _ip("link", "add", self.bridge, "type", "bridge")
+            gateway = next(self.subnet.hosts())
+            _ip("addr", "add", f"{gateway}/{self.subnet.prefixlen}", "dev", self.bridge)
+            _ip("link", "set", self.bridge, "up")
+
+    def _make_client_key(self) -> None:
+        self.client_key = self.state / "id_ed25519"
+        _run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"fleetforge-{self.instance}",
+                "-f",
+                str(self.client_key),
+            ]
+        )
+        self.known_hosts = self.state / "known_hosts"
+        self.known_hosts.write_text("")
+
+    def _prepare_host(self, i: int, name: str, tarball: Path) -> TestHost:
+        assert self.subnet is not None
+        address = str(list(self.subnet.hosts())[i + 1])
+        root = self.roots / name
+        root.mkdir()
+        _run(["tar", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)], timeout=600)
+        host = TestHost(
+            name=name,
+            address=address,
+            port=22,
+            user="root",
+            private_key=self.client_key,
+            root=root,
+            netns=f"{PREFIX}{self.instance}-{name}",
+            veth=f"{PREFIX}{self.instance}h{i}",
+            cgroup=CGROUP_DIR / f"{self.instance}-{name}",
+            known_hosts=self.known_hosts,
+            log=self.state / f"{name}.sshd.log",
+        )
+        # Host key: one per host, pinned in known_hosts so clients verify who they reach.
+        key = root / "etc/ssh/ssh_host_ed25519_key"
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)])
+        pub = key.with_suffix(".pub").read_text().split()
+        with self.known_hosts.open("a") as kh:
+            kh.write(f"{address} {pub[0]} {pub[1]}\n")
+        authorized = root / "root/.ssh/authorized_keys"
+        authorized.write_text(self.client_key.with_suffix(".pub").read_text())
+        authorized.chmod(0o600)
+        (root / "root/.ssh").chmod(0o700)
+        (root / "etc/ssh/sshd_config.d/fleetforge-test.conf").write_text(
+            f"ListenAddress {address}\n"
+            "Port 22\n"
+            "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+            "PermitRootLogin prohibit-password\n"
+            "PubkeyAuthentication yes\n"
+            "PasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\n"
+            "UsePAM no\n"
+            "UseDNS no\n"
+            "PidFile /run/sshd.pid\n"
+            "MaxStartups 64:30:128\n"
+            "MaxSessions 64\n"
+        )
+        (root / "etc/hostname").write_text(f"{name}\n")
+        # The root's package lists are the hosts' mirror snapshot; they cannot be refreshed offline.
+        stamp = root / "var/lib/apt/periodic/update-success-stamp"
+        stamp.touch()
+        host.cgroup.mkdir()
+        _ip("netns", "add", host.netns)
+        _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
+        _ip("link", "set", f"{host.veth}p", "netns", host.netns)
+        _ip("link", "set", host.veth, "master", self.bridge, "up")
+        inside = ["ip", "-n", host.netns]
+        _run([*inside, "link", "set", f"{host.veth}p", "name", "eth0"])
+        _run([*inside, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0"])
+        _run([*inside, "link", "set", "eth0", "up"])
+        _run([*inside, "link", "set", "lo", "up"])
+        self._record(host)
+        return host
+
+    def _boot(self, host: TestHost) -> None:
+        r = shlex.quote(str(host.root))
+        # Runs as PID 1 of the host's PID namespace, in its private mount namespace; execs sshd.
+        init = f"""set -e
+hostname {shlex.quote(host.name)}
+mount -t proc -o nosuid,nodev,noexec proc {r}/proc
+mount --bind {r}/proc/sys {r}/proc/sys
+mount -o remount,bind,ro {r}/proc/sys
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs {r}/sys
+mount -t tmpfs -o mode=755,size=1m,nosuid tmpfs {r}/dev
+mk() {{ mknod -m 666 {r}/dev/"$1" c "$2" "$3"; }}
+mk null 1 3; mk zero 1 5; mk full 1 7; mk random 1 8; mk urandom 1 9; mk tty 5 0
+mkdir -p {r}/dev/pts {r}/dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts {r}/dev/pts
+ln -s pts/ptmx {r}/dev/ptmx
+ln -s /proc/self/fd {r}/dev/fd
+mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev tmpfs {r}/dev/shm
+mount -t tmpfs -o mode=755,size=64m,nosuid,nodev tmpfs {r}/run
+mkdir -p {r}/run/sshd {r}/run/lock
+exec chroot {r} /usr/sbin/sshd -D -e
+"""
+        argv = [
+            "ip",
+            "netns",
+            "exec",
+            host.netns,
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+            "--kill-child",
+            "sh",
+            "-c",
+            init,
+        ]
+        # The wrapper joins the host's cgroup first, so everything it starts inherits it.
+        wrapper = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(host.cgroup), *argv]
+        with host.log.open("ab") as log:
+            subprocess.Popen(
+                wrapper, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+
+    def _wait_ready(self, host: TestHost, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((host.address, host.port), timeout=2):
+                if self.ssh(host, "true", check=False, timeout=30).returncode == 0:
+                    return
+            time.sleep(0.2)
+        log = host.log.read_text(errors="replace")[-2000:] if host.log.exists() else ""
+        raise RuntimeError(f"test host {host.name} ({host.address}) did not come up in {timeout:.0f}s: {log}")
+
+    def _record(self, host: TestHost) -> None:
+        with (self.state / "hosts.jsonl").open("a") as f:
+            f.write(
+                json.dumps(
+                    {"name": host.name, "netns": host.netns, "veth": host.veth, "cgroup": str(host.cgroup)}
+                )
+                + "\n"
+            )
+
+
+# ---------------------------------------------------------------------- support, sweep, teardown
+
+
+def check_supported() -> None:
+    """Raise HostsUnsupported with the reason when this machine cannot run test hosts."""
+    if os.geteuid() != 0:
+        raise HostsUnsupported("test hosts need root (network namespaces, chroot, mounts)")
+    for tool in ("ip", "unshare", "chroot", "tar", "mount"):
+        if subprocess.run(["which", tool], capture_output=True).returncode != 0:
+            raise HostsUnsupported(f"{tool} not found")
+    probe = f"ffprobe{os.getpid()}"  # not our prefix: the sweeper ignores it
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        raise HostsUnsupported(f"`ip netns add` does not work here: {made.stderr.strip()}")
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if not (CGROUP_CPU / "cpu.cfs_quota_us").exists() and not CGROUP_CPU.joinpath("tasks").exists():
+        raise HostsUnsupported(f"no cgroup v1 cpu controller at {CGROUP_CPU}")
+    try:
+        rootfs.ensure_tools()
+    except rootfs.RootfsUnavailable as exc:
+        raise HostsUnsupported(str(exc)) from None
+
+
+def sweep_stale() -> list[str]:
+    """Remove what dead harness instances left behind; returns the instances swept."""
+    swept: list[str] = []
+    if STATE_ROOT.exists():
+        for state in STATE_ROOT.iterdir():
+            owner = state / "owner.json"
+            if not state.is_dir():
+                continue
+            try:
+                info = json.loads(owner.read_text())
+            except (OSError, ValueError):
+                info = {}
+            if info and _alive(int(info["pid"]), info.get("starttime")):
+                continue
+            _teardown(state.name)
+            swept.append(state.name)
+    # Links and namespaces with our prefix whose instance has no state left (killed mid-setup).
+    live = {p.name for p in STATE_ROOT.iterdir()} if STATE_ROOT.exists() else set()
+    for ns in _netns_names():
+        inst = _instance_of(ns)
+        if inst and inst not in live:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for link in _link_names():
+        inst = _instance_of(link)
+        if inst and inst not in live:
+            subprocess.run(["ip", "link", "del", link], capture_output=True)
+    if CGROUP_DIR.exists():
+        for cg in CGROUP_DIR.iterdir():
+            if cg.is_dir() and cg.name[:INSTANCE_WIDTH] not in live:
+                _kill_cgroup(cg)
+    return swept
+
+
+def _teardown(instance: str) -> None:
+    state = STATE_ROOT / instance
+    records: list[dict[str, str]] = []
+    if (state / "hosts.jsonl").exists():
+        records = [json.loads(line) for line in (state / "hosts.jsonl").read_text().splitlines() if line]
+    for cg in sorted(CGROUP_DIR.glob(f"{instance}-*")) if CGROUP_DIR.exists() else []:
+        _kill_cgroup(cg)
+    roots = ROOTS_DIR / instance
+    _unmount_under(roots)
+    for rec in records:
+        subprocess.run(["ip", "netns", "del", rec["netns"]], capture_output=True)
+        subprocess.run(["ip", "link", "del", rec["veth"]], capture_output=True)
+    for ns in _netns_names():
+        if _instance_of(ns) == instance:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    for link in _link_names():
+        if _instance_of(link) == instance:
+            subprocess.run(["ip", "link", "del", link], capture_output=True)
+    if roots.exists():
+        # --one-file-system: never descend into a mount that somehow survived.
+        subprocess.run(["rm", "-rf", "--one-file-system", str(roots)], capture_output=True)
+    if state.exists():
+        subprocess.run(["rm", "-rf", "--one-file-system", str(state)], capture_output=True)
+
+
+def _kill_cgroup(cg: Path, remove: bool = True) -> None:
+    if not cg.exists():
+        return
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(p) for p in (cg / "cgroup.procs").read_text().split()]
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        (cg / "cpu.cfs_quota_us").write_text("-1")
+    if not remove:
+        return
+    deadline = time.monotonic() + 10
+    while cg.exists() and time.monotonic() < deadline:
+        try:
+            cg.rmdir()
+        except OSError:
+            time.sleep(0.1)
+
+
+def _unmount_under(path: Path) -> None:
+    prefix = str(path) + "/"
+    targets = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        target = line.split()[4].replace("\\040", " ")
+        if target.startswith(prefix):
+            targets.append(target)
+    for target in sorted(targets, key=len, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True)
+
+
+def _free_subnet(seed: int) -> ipaddress.IPv4Network:
+    used = _used_networks()
+    subnets = list(SUBNET_POOL.subnets(new_prefix=24))
+    start = seed % len(subnets)
+    for k in range(len(subnets)):
+        candidate = subnets[(start + k) % len(subnets)]
+        if not any(candidate.overlaps(u) for u in used):
+            return candidate
+    raise RuntimeError(f"no free /24 left in {SUBNET_POOL}")
+
+
+def _used_networks() -> list[ipaddress.IPv4Network]:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    nets = [
+        ipaddress.IPv4Interface(line.split()[3]).network for line in out.splitlines() if len(line.split()) > 3
+    ]
+    routes = subprocess.run(["ip", "-4", "route", "show"], capture_output=True, text=True).stdout
+    for line in routes.splitlines():
+        dest = line.split()[0]
+        if dest != "default":
+            with contextlib.suppress(ValueError):
+                nets.append(ipaddress.IPv4Network(dest, strict=False))
+    return nets
+
+
+def _netns_names() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def _link_names() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    names = []
+    for line in out.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith(PREFIX):
+            names.append(name)
+    return names
+
+
+def _instance_of(name: str) -> str | None:
+    """The instance id inside a resource name: fft<instance>br, fft<instance>h3, fft<instance>-h0."""
+    if not name.startswith(PREFIX) or len(name) < len(PREFIX) + INSTANCE_WIDTH + 1:
+        return None
+    return name[len(PREFIX) : len(PREFIX) + INSTANCE_WIDTH]
+
+
+def _alive(pid: int, starttime: str | None) -> bool:
+    try:
+        return _starttime(pid) == starttime
+    except OSError:
+        return False
+
+
+def _starttime(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _b36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if n == 0:
+            return out
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    _run(["ip", *args], check=check)
+
+
+def _run(cmd: list[str], timeout: float = 120, check: bool = True) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr.strip()[-1000:]}")

@@ -1,0 +1,149 @@
+"""The Debian root every test host boots from: built once with debootstrap, cached as a tarball.
+
+The tarball is keyed by a hash of what goes into it, so a change to the package lists builds a new
+one and two harnesses that want the same root share it (a file lock stops them building it twice).
+
+Test hosts have no route off their private subnet, so the root carries what they may install later:
+`apt-get install --download-only` fills /var/cache/apt/archives with OFFLINE_DEBS (and their
+dependencies) and leaves the signed package lists in place. An `apt install` on a test host then
+resolves and verifies against those lists and installs from that cache, without a mirror.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("FLEETFORGE_TESTHOSTS_MIRROR", "http://deb.debian.org/debian")
+CACHE_DIR = Path(os.environ.get("FLEETFORGE_TESTHOSTS_CACHE", "/var/cache/fleetforge-testhosts"))
+
+# Installed in the root: what sshd + Ansible need, plus the Python modules Ansible's apt and
+# deb822_repository modules import on the target, plus systemctl for offline unit enabling.
+ROOT_PACKAGES = (
+    "openssh-server",
+    "python3",
+    "python3-venv",
+    "python3-apt",
+    "python3-debian",
+    "sudo",
+    "iproute2",
+    "procps",
+    "kmod",
+    "systemd",
+    "ca-certificates",
+    "gnupg",
+)
+# Downloaded, not installed: the Debian packages the roles install for real on test hosts.
+OFFLINE_DEBS = (
+    "rdma-core",
+    "ibverbs-utils",
+    "infiniband-diags",
+    "perftest",
+    "nvme-cli",
+    "tuned",
+    "numactl",
+    "fio",
+    "pciutils",
+)
+# Bump when the build steps change in a way the package lists do not show.
+RECIPE = "3"
+
+
+class RootfsUnavailable(RuntimeError):
+    """debootstrap cannot work here (not installed and not installable, or no mirror)."""
+
+
+def root_key() -> str:
+    text = "\n".join([RECIPE, SUITE, MIRROR, *ROOT_PACKAGES, "--", *OFFLINE_DEBS])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cached_root_tarball() -> Path:
+    """Path of the root tarball, building it first when the cache does not hold it."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tarball = CACHE_DIR / f"{root_key()}.tar"
+    with open(CACHE_DIR / f"{root_key()}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second harness waits here while the first builds
+        if not tarball.exists():
+            _build(tarball)
+    return tarball
+
+
+def ensure_tools() -> None:
+    """debootstrap and ssh-keygen/ssh on the machine running the tests; installed via apt if missing."""
+    needed = {"debootstrap": "debootstrap", "ssh": "openssh-client", "ssh-keygen": "openssh-client"}
+    missing = sorted({pkg for tool, pkg in needed.items() if shutil.which(tool) is None})
+    if not missing:
+        return
+    if shutil.which("apt-get") is None:
+        raise RootfsUnavailable(f"{', '.join(missing)} missing and no apt-get to install them")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise RootfsUnavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-400:]}")
+
+
+def _mirror_reachable() -> bool:
+    try:
+        with urllib.request.urlopen(f"{MIRROR}/dists/{SUITE}/Release", timeout=20) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, TimeoutError, OSError):
+        return False
+
+
+def _build(tarball: Path) -> None:
+    ensure_tools()
+    if not _mirror_reachable():
+        raise RootfsUnavailable(f"Debian mirror {MIRROR} unreachable: cannot debootstrap {SUITE}")
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE_DIR))
+    root = work / "root"
+    try:
+        _run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(ROOT_PACKAGES)}",
+                SUITE,
+                str(root),
+                MIRROR,
+            ],
+            timeout=1800,
+        )
+        (root / "etc/apt/sources.list").write_text(f"deb {MIRROR} {SUITE} main\n")
+        resolv = root / "etc/resolv.conf"
+        resolv.unlink(missing_ok=True)
+        shutil.copyfile("/etc/resolv.conf", resolv)  # only while downloading; removed below
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        _run(["chroot", str(root), "apt-get", "update", "-qq"], env=env, timeout=600)
+        _run(
+            ["chroot", str(root), "apt-get", "install", "-y", "-qq", "--download-only", *OFFLINE_DEBS],
+            env=env,
+            timeout=900,
+        )
+        resolv.unlink()
+        # Per-host keys are generated at host start: no two hosts may share the image's host keys.
+        for key in (root / "etc/ssh").glob("ssh_host_*"):
+            key.unlink()
+        (root / "etc/machine-id").write_text("")
+        for d in ("run/sshd", "root/.ssh", "var/lib/apt/periodic"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix(".tar.partial")
+        _run(["tar", "--numeric-owner", "-C", str(root), "-cf", str(partial), "."], timeout=600)
+        partial.rename(tarball)
+    finally:
+        _run(["rm", "-rf", "--one-file-system", str(work)], timeout=600)
+
+
+def _run(cmd: list[str], timeout: int, env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd[:4])} ...` failed ({done.returncode}): {done.stderr[-2000:]}")

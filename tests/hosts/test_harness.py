@@ -1,0 +1,138 @@
+"""The test-host harness itself: isolation, reachability, CPU throttling, stop, and cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.hosts import harness
+from tests.hosts.harness import TestHosts
+
+pytestmark = pytest.mark.hosts
+
+
+def _leftovers(instance: str) -> list[str]:
+    """Every resource of one harness instance that still exists."""
+    found = [ns for ns in harness._netns_names() if harness._instance_of(ns) == instance]
+    found += [link for link in harness._link_names() if harness._instance_of(link) == instance]
+    if harness.CGROUP_DIR.exists():
+        found += [str(cg) for cg in harness.CGROUP_DIR.glob(f"{instance}-*")]
+    for path in (harness.ROOTS_DIR / instance, harness.STATE_ROOT / instance):
+        if path.exists():
+            found.append(str(path))
+    mounts = Path("/proc/self/mountinfo").read_text()
+    if str(harness.ROOTS_DIR / instance) in mounts:
+        found.append("mounts under the roots")
+    return found
+
+
+def test_hosts_are_isolated_reachable_and_cleaned_up(
+    test_hosts: Callable[..., TestHosts], tmp_path: Path
+) -> None:
+    hosts = test_hosts(2)
+    h0, h1 = hosts
+    assert h0.address != h1.address and h0.root != h1.root
+    assert hosts.ssh(h0, "hostname").stdout.strip() == "h0"
+    assert hosts.ssh(h1, "hostname").stdout.strip() == "h1"
+    # Each host has its own file system.
+    hosts.ssh(h0, "echo only-here > /root/marker")
+    assert hosts.ssh(h1, "test -e /root/marker", check=False).returncode == 1
+    assert (h0.root / "root/marker").read_text() == "only-here\n"
+    # Hosts reach each other over the bridge, and nothing else: no default route.
+    probe = f"import socket; socket.create_connection(('{h1.address}', 22), 5); print('ok')"
+    assert hosts.ssh(h0, f'python3 -c "{probe}"').stdout.strip() == "ok"
+    routes = hosts.ssh(h0, "ip -4 route").stdout
+    assert "default" not in routes and str(hosts.subnet) in routes
+    # The shared kernel is protected: /proc/sys is read-only inside.
+    assert hosts.ssh(h0, "echo 1 > /proc/sys/vm/swappiness", check=False).returncode != 0
+    # sshd is PID 1 of the host's own PID namespace, so killing it takes the whole host down.
+    assert hosts.ssh(h0, "cat /proc/1/comm").stdout.strip() == "sshd"
+    # Key-only root login: a password attempt is not even offered.
+    cfg = hosts.ssh(h0, "sshd -T").stdout
+    assert "passwordauthentication no" in cfg and "permitrootlogin without-password" in cfg
+    # The inventory names each host with what Ansible needs to reach it.
+    inv = hosts.write_inventory(tmp_path / "inv.yml", groups={"gpu_nodes": ["h1"]}, hostvars={"h0": {"x": 1}})
+    doc = yaml.safe_load(inv.read_text())
+    assert doc["all"]["hosts"]["h0"]["ansible_host"] == h0.address
+    assert doc["all"]["hosts"]["h0"]["x"] == 1
+    assert "ControlPersist=no" in doc["all"]["hosts"]["h1"]["ansible_ssh_args"]
+    assert list(doc["all"]["children"]["gpu_nodes"]["hosts"]) == ["h1"]
+    with pytest.raises(KeyError, match="nope"):
+        hosts.write_inventory(tmp_path / "bad.yml", groups={"g": ["nope"]})
+    instance = hosts.instance
+    assert _leftovers(instance)  # sanity: the probe sees live resources
+    hosts.close()
+    assert _leftovers(instance) == []
+
+
+def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]) -> None:
+    hosts = test_hosts(1)
+    (h0,) = hosts
+    stat = h0.cgroup / "cpu.stat"
+
+    def throttled() -> int:
+        return int(dict(line.split() for line in stat.read_text().splitlines())["nr_throttled"])
+
+    busy = "python3 -c 'import time; t=time.time()\nwhile time.time()-t < 1.5: pass'"
+    before = throttled()
+    hosts.ssh(h0, busy)  # unthrottled: the quota is unlimited
+    assert throttled() == before
+    with hosts.cpu_limit(h0, 0.2):
+        assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "20000"
+        hosts.ssh(h0, busy)  # a child of a child of sshd: throttled through inheritance
+        assert throttled() > before
+    assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    with pytest.raises(ValueError, match="fraction"):
+        hosts.cpu_limit(h0, 0).__enter__()
+
+
+def test_stop_makes_a_host_unreachable(test_hosts: Callable[..., TestHosts]) -> None:
+    hosts = test_hosts(2)
+    h0, h1 = hosts
+    hosts.stop(h1)
+    assert hosts.ssh(h1, "true", check=False, timeout=30).returncode == 255
+    assert hosts.ssh(h0, "true").returncode == 0
+    assert (h1.cgroup / "cgroup.procs").read_text().split() == []
+
+
+def test_sweeper_removes_what_a_killed_harness_left(hosts_supported: None) -> None:
+    # A harness in another process that dies by SIGKILL runs no cleanup at all.
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import json, sys, time
+                from tests.hosts.harness import TestHosts
+                hosts = TestHosts(1).start()
+                print(json.dumps({"instance": hosts.instance}), flush=True)
+                time.sleep(600)
+                """
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        instance = json.loads(line)["instance"]
+        assert _leftovers(instance)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert _leftovers(instance)  # nothing cleaned itself up
+    assert instance in harness.sweep_stale()
+    assert _leftovers(instance) == []
