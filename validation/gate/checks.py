@@ -1,0 +1,177 @@
+"""Per-node rules on the records themselves: fail closed on anything not measured.
+
+A check the run expected without a record is `missing`; `error` (crash, timeout, could not
+measure) rejects; `fail` rejects with the check's own reason; `skip` with a reason is accepted.
+A node with no run record has no list of expected checks, so nothing it holds can be trusted to
+be complete: `unreadable`. Lines that did not parse are reported for their file; they reject a
+node only when its run is incomplete (they may have held what is missing). A complete run that a
+resume wrote past a damaged line is judged on what it holds, and the line stays in the notes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from fleet.metrics import Metric
+from validation.gate.collect import NodeEvidence, RunEvidence, instant
+from validation.gate.model import LEVELS, CheckOutcome, GateSettings, NodeVerdict, Reason
+from validation.records import CheckRecord
+
+
+def judge_records(ev: NodeEvidence, settings: GateSettings, metrics: Mapping[str, Metric]) -> NodeVerdict:
+    verdict = NodeVerdict(ev.node, files=tuple(sorted(ev.files)))
+    run = ev.latest_run()
+    if run is None or not run.runs:
+        _no_run_record(verdict, ev, run)
+        return verdict
+    first = run.runs[0]
+    verdict.run_id = run.run_id
+    verdict.started = run.started_text()
+    verdict.level = first.level
+    verdict.files = tuple(sorted(run.files))
+    latest = _latest_per_check(run)
+    expected = run.expected_checks()
+    # Outcomes in the run's own order, then checks the run recorded without listing them.
+    for name in [*expected, *(c for c in latest if c not in expected)]:
+        rec = latest.get(name)
+        if rec is not None:
+            _judge_check(verdict, rec)
+            continue
+        verdict.checks[name] = CheckOutcome(name, "missing", "no record of this check", 0.0)
+        verdict.reasons.append(
+            Reason(
+                "missing",
+                name,
+                None,
+                None,
+                "a record",
+                f"{name}: the run expected this check and holds no record of it",
+            )
+        )
+    _take_metrics(verdict, latest, metrics)
+    _take_versions(verdict, run, latest)
+    _level_rule(verdict, settings)
+    if ev.bad_lines and verdict.incomplete:
+        for bad in ev.bad_lines:
+            verdict.reasons.append(
+                Reason("unreadable", None, None, str(bad), "a readable record", f"unreadable line {bad}")
+            )
+    return verdict
+
+
+def _no_run_record(verdict: NodeVerdict, ev: NodeEvidence, run: RunEvidence | None) -> None:
+    if run is not None:
+        verdict.run_id = run.run_id
+        verdict.started = run.started_text()
+    files = ", ".join(sorted(ev.files)) or "(none)"
+    if run is None and not ev.bad_lines:
+        what = "no records at all"
+    elif run is None:
+        what = "no readable record"
+    else:
+        what = f"check records of run {run.run_id} but no run record (the list of expected checks is lost)"
+    verdict.reasons.append(
+        Reason("unreadable", None, None, what, "a run record", f"results in {files}: {what}")
+    )
+    for bad in ev.bad_lines:
+        verdict.reasons.append(
+            Reason("unreadable", None, None, str(bad), "a readable record", f"unreadable line {bad}")
+        )
+
+
+def _latest_per_check(run: RunEvidence) -> dict[str, CheckRecord]:
+    latest: dict[str, CheckRecord] = {}
+    for rec in run.checks:
+        prev = latest.get(rec.check)
+        # A resumed or retried check: the record that started last is the one that counts.
+        if prev is None or instant(rec.started) >= instant(prev.started):
+            latest[rec.check] = rec
+    return latest
+
+
+def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:
+    name = rec.check
+    why = rec.reason or rec.error or ""
+    verdict.checks[name] = CheckOutcome(name, rec.status, why or None, rec.duration_s)
+    if rec.status == "error":
+        detail = rec.error or rec.reason or "error"
+        verdict.reasons.append(
+            Reason("error", name, None, detail, "pass", f"{name}: could not measure: {detail}")
+        )
+    elif rec.status == "fail":
+        findings = f" ({'; '.join(rec.findings)})" if rec.findings else ""
+        verdict.reasons.append(
+            Reason("fail", name, None, why + findings, "pass", f"{name} failed: {why}{findings}")
+        )
+
+
+def _take_metrics(
+    verdict: NodeVerdict, latest: dict[str, CheckRecord], metrics: Mapping[str, Metric]
+) -> None:
+    """Measured values of pass and fail records; an errored check's partial numbers are not used."""
+    for name, rec in latest.items():
+        if rec.status not in {"pass", "fail"}:
+            continue
+        for metric, value in rec.metrics.items():
+            if not math.isfinite(value):
+                verdict.reasons.append(
+                    Reason(
+                        "error",
+                        name,
+                        metric,
+                        str(value),
+                        "a finite number",
+                        f"{name}: {metric} = {value} is not a measurement",
+                    )
+                )
+                continue
+            prev = verdict.metrics.get(metric)
+            if prev is not None:
+                # Two checks reported one metric: the worse value stands (fail closed).
+                known = metrics.get(metric)
+                higher = known is None or known.higher_is_better
+                if (value >= prev) if higher else (value <= prev):
+                    continue
+            verdict.metrics[metric] = value
+            verdict.metric_checks[metric] = name
+
+
+def _take_versions(verdict: NodeVerdict, run: RunEvidence, latest: dict[str, CheckRecord]) -> None:
+    seen: dict[str, set[str]] = {}
+    for rec in [*run.runs, *latest.values()]:
+        for component, value in rec.versions.items():
+            seen.setdefault(component, set()).add(value)
+    for component, values in sorted(seen.items()):
+        if len(values) == 1:
+            verdict.versions[component] = next(iter(values))
+            continue
+        shown = ", ".join(sorted(values))
+        verdict.versions[component] = shown
+        verdict.reasons.append(
+            Reason(
+                "version",
+                None,
+                component,
+                shown,
+                "one value per node",
+                f"{component}: this node's records disagree ({shown})",
+            )
+        )
+
+
+def _level_rule(verdict: NodeVerdict, settings: GateSettings) -> None:
+    if settings.level is None or verdict.level is None:
+        return
+    if LEVELS.index(verdict.level) < LEVELS.index(settings.level):
+        verdict.reasons.append(
+            Reason(
+                "missing",
+                None,
+                None,
+                verdict.level,
+                settings.level,
+                f"burn-in ran at level {verdict.level}; the spec requires {settings.level}, "
+                f"so that level's checks were not run",
+            )
+        )

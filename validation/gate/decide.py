@@ -1,0 +1,154 @@
+"""decide(): already-read result files in, a GateResult out. No I/O, no printing.
+
+Order of work: group records by node and take each node's latest run (collect.py); judge each
+node's records (checks.py); settle the SKU; account for the spec's hosts; apply floors and
+fleet-relative outliers (measures.py) and version homogeneity (versions.py); then the fleet
+verdict (fleet.py). Nodes are listed in natural name order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.metrics import METRICS, Metric
+from validation.gate.checks import judge_records
+from validation.gate.collect import NodeEvidence, group_by_node
+from validation.gate.fleet import fleet_verdict
+from validation.gate.measures import judge_measures, resolve_limits
+from validation.gate.model import (
+    FileReport,
+    FleetPlan,
+    GateInputError,
+    GateResult,
+    GateSettings,
+    NodeVerdict,
+    Reason,
+    natural_key,
+)
+from validation.gate.versions import judge_versions
+from validation.records import ResultFile
+
+_SHOWN = 8  # node names quoted in one message before "and N more"
+
+
+def decide(
+    files: Sequence[ResultFile],
+    *,
+    sku: str | None = None,
+    sku_from: str = "--sku",
+    settings: GateSettings | None = None,
+    plan: FleetPlan | None = None,
+    vocabulary: Mapping[str, Metric] = METRICS,
+) -> GateResult:
+    """Judge every node in `files`. Raises GateInputError when the results cannot be judged as asked."""
+    settings = settings or GateSettings()
+    notes: list[str] = []
+    evidence = group_by_node(files)
+    catalog_sku = _resolve_sku(evidence, sku, sku_from)
+    limits = resolve_limits(catalog_sku, settings)
+    verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
+    if plan is not None:
+        verdicts += _plan_hosts(verdicts, plan, notes)
+    verdicts.sort(key=lambda v: natural_key(v.node))
+    _level_notes(verdicts, notes)
+    stats = judge_measures(verdicts, settings, limits, vocabulary, notes)
+    judge_versions(verdicts, settings, notes)
+    reports = [FileReport(str(f.path), len(f.runs) + len(f.checks), _bad(f)) for f in files]
+    for report in reports:
+        if report.bad_lines:
+            line, problem = report.bad_lines[0]
+            notes.append(
+                f"{report.path}: {len(report.bad_lines)} unreadable line(s), first at line {line}: {problem}"
+            )
+    fleet = fleet_verdict(verdicts, catalog_sku.sku if catalog_sku else None, plan)
+    return GateResult(verdicts, fleet, stats, notes, reports, settings)
+
+
+def _bad(f: ResultFile) -> tuple[tuple[int, str], ...]:
+    return tuple((b.line, b.problem) for b in f.bad_lines)
+
+
+def _listed(names: Sequence[str]) -> str:
+    ordered = sorted(names, key=natural_key)
+    more = f" and {len(ordered) - _SHOWN} more" if len(ordered) > _SHOWN else ""
+    return ", ".join(ordered[:_SHOWN]) + more
+
+
+def _resolve_sku(evidence: Mapping[str, NodeEvidence], asked: str | None, asked_from: str) -> Sku | None:
+    """The SKU asked for, else the one the results name; a gate run judges exactly one SKU."""
+    by_sku: dict[str, list[str]] = {}
+    for ev in evidence.values():
+        run = ev.latest_run()
+        if run is None:
+            continue
+        for name in {r.sku for r in run.runs} | {c.sku for c in run.checks}:
+            by_sku.setdefault(name, []).append(ev.node)
+    if asked is not None:
+        others = {name: nodes for name, nodes in by_sku.items() if name != asked}
+        if others:
+            shown = "; ".join(f"{name} on {_listed(nodes)}" for name, nodes in sorted(others.items()))
+            raise GateInputError(
+                f"results are not all for SKU {asked} (from {asked_from}): {shown}. "
+                f"One gate run judges one SKU; split the results or drop the foreign files"
+            )
+    elif len(by_sku) > 1:
+        shown = "; ".join(f"{name} on {_listed(nodes)}" for name, nodes in sorted(by_sku.items()))
+        raise GateInputError(
+            f"results mix SKUs: {shown}. One gate run judges one SKU; split the results or pass --sku"
+        )
+    chosen = asked if asked is not None else next(iter(by_sku), None)
+    if chosen is None:
+        return None
+    try:
+        return get_sku(chosen)
+    except UnknownSkuError as exc:
+        raise GateInputError(
+            f"SKU {chosen!r} ({asked_from if asked else 'named by the results'}): {exc}"
+        ) from None
+
+
+def _plan_hosts(verdicts: Sequence[NodeVerdict], plan: FleetPlan, notes: list[str]) -> list[NodeVerdict]:
+    """Hosts the spec lists but no result names are rejected, never silently left out."""
+    seen = {v.node for v in verdicts}
+    if not plan.hosts:
+        size = plan.required + plan.spares
+        if len(seen) != size:
+            notes.append(
+                f"results name {len(seen)} node(s); the spec provisions {size} ({plan.required} nodes + "
+                f"{plan.spares} spares)"
+            )
+        return []
+    listed = {h.name for h in plan.hosts}
+    strangers = sorted(seen - listed, key=natural_key)
+    if strangers:
+        notes.append(
+            f"results for node(s) not among the spec's hosts (judged all the same): {_listed(strangers)}"
+        )
+    absent = [h.name for h in plan.hosts if h.name not in seen]
+    return [
+        NodeVerdict(
+            name,
+            reasons=[
+                Reason(
+                    "missing",
+                    None,
+                    None,
+                    None,
+                    "results",
+                    "no results for this host, which the spec lists (unreachable, or burn-in never ran)",
+                )
+            ],
+        )
+        for name in absent
+    ]
+
+
+def _level_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:
+    levels: dict[str, list[str]] = {}
+    for v in verdicts:
+        if v.level is not None:
+            levels.setdefault(v.level, []).append(v.node)
+    if len(levels) > 1:
+        shown = "; ".join(f"{level} on {_listed(nodes)}" for level, nodes in sorted(levels.items()))
+        notes.append(f"burn-in levels differ across the fleet ({shown}); their numbers may not compare")
