@@ -18,6 +18,7 @@ COMMANDS = (
     "fleetforge.commands.catalog",
     "fleetforge.commands.spec",
     "fleetforge.commands.demo",
+    "fleetforge.commands.gate",
 )
 
 app = typer.Typer(

@@ -1,0 +1,240 @@
+"""`fleetforge gate RESULTS...`: per-node accept / reject from burn-in results, and the fleet verdict.
+
+Exit codes (docs/exit-codes.md). Without a spec: 0 every node accepted, 1 a node rejected on
+what it measured, 2 a node's results were missing, errored or unreadable (2 outranks 1). With a
+spec: 0 when at least `nodes` nodes are accepted, 1 when not; `--strict` makes any reject fatal
+(exit as without a spec). 64 bad options, 65 results or spec unusable (mixed SKUs), 66 a results
+path or the spec missing, 69 `--html` without matplotlib.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from fleet.catalog import UnknownSkuError, all_skus, get_sku
+from fleet.spec import FleetSpec, SpecError, load_spec
+from fleetforge import exitcodes
+from fleetforge.console import err, fail, out
+from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
+from validation.records import ResultFile, iter_result_paths, read_results
+from validation.reports import write_text
+
+EXIT = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
+_LIST_ALL_UP_TO = 60  # accepted nodes named one by one in the text output up to this many
+
+
+def gate(
+    results: Annotated[
+        list[Path], typer.Argument(help="Burn-in results: JSONL files, or folders searched for *.jsonl.")
+    ],
+    sku: Annotated[
+        str | None,
+        typer.Option(help="SKU to judge against; default: the spec's, else the one the results name."),
+    ] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Option(help="Fleet spec: nodes and spares for the fleet verdict, thresholds, pinned versions."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as one JSON document.")] = False,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: a testcase per node x check.")] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Write an HTML page with a plot per metric (needs the `report` extra)."),
+    ] = None,
+    prom: Annotated[
+        Path | None, typer.Option(help="Write Prometheus text format (textfile collector).")
+    ] = None,
+    inventory_out: Annotated[
+        Path | None,
+        typer.Option("--inventory-out", help="Write the accepted nodes as an Ansible inventory (YAML)."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Any rejected node fails the gate, even when spares cover it.")
+    ] = False,
+    min_fleet: Annotated[
+        int,
+        typer.Option(
+            "--min-fleet", min=1, help="Fewest nodes for fleet statistics; below, absolute rules only."
+        ),
+    ] = 3,
+) -> None:
+    """Judge every node's burn-in against its SKU and its peers; say whether the fleet is ready."""
+    outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
+    _check_outputs(outputs)
+    if html is not None:
+        from validation.reports.html import MissingExtraError, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except MissingExtraError as exc:
+            fail(str(exc), exitcodes.UNAVAILABLE)
+    fleet_spec = _load_spec(spec) if spec is not None else None
+    chosen, sku_from = _choose_sku(sku, fleet_spec)
+    files = _read(results)
+    try:
+        result = decide(
+            files,
+            sku=chosen,
+            sku_from=sku_from,
+            settings=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet),
+            plan=FleetPlan.from_spec(fleet_spec) if fleet_spec is not None else None,
+        )
+    except GateInputError as exc:
+        fail(str(exc), exitcodes.DATA)
+    _write_reports(result, outputs, fleet_spec, strict)
+    if as_json:
+        from validation.reports.document import render_json
+
+        sys.stdout.write(render_json(result, strict))
+        sys.stdout.flush()
+    else:
+        _print_text(result, strict)
+    raise typer.Exit(EXIT[result.outcome(strict)])
+
+
+def _check_outputs(outputs: dict[str, Path | None]) -> None:
+    """Refuse before judging anything, so a typo in a report path changes nothing."""
+    for option, path in outputs.items():
+        if path is None:
+            continue
+        if path.is_dir():
+            fail(f"{option}: {path} is a folder; give a file name", exitcodes.USAGE)
+        if not path.parent.is_dir():
+            fail(f"{option}: folder {path.parent} does not exist", exitcodes.USAGE)
+
+
+def _load_spec(path: Path) -> FleetSpec:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        missing = any(msg == "no such file" for _, msg in exc.problems)
+        err.print(Text(exc.render(), style="red"))
+        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
+
+
+def _choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | None, str]:
+    if sku is not None:
+        try:
+            get_sku(sku)
+        except UnknownSkuError:
+            fail(
+                f"--sku: unknown SKU {sku!r}; allowed: {', '.join(s.sku for s in all_skus())}",
+                exitcodes.USAGE,
+            )
+        if fleet_spec is not None and fleet_spec.sku != sku:
+            fail(
+                f"--sku {sku} disagrees with the spec's sku {fleet_spec.sku}; give one or make them match",
+                exitcodes.USAGE,
+            )
+        return sku, "--sku"
+    if fleet_spec is not None:
+        return fleet_spec.sku, "the spec"
+    return None, "the results"
+
+
+def _read(inputs: list[Path]) -> list[ResultFile]:
+    for item in inputs:
+        if not item.exists():
+            fail(f"RESULTS: {item}: no such file or folder", exitcodes.NO_INPUT)
+    paths = list(dict.fromkeys(iter_result_paths(inputs)))  # a file named twice is read once
+    if not paths:
+        shown = ", ".join(str(p) for p in inputs)
+        fail(f"RESULTS: no *.jsonl results under {shown}", exitcodes.NO_INPUT)
+    files = []
+    for path in paths:
+        try:
+            files.append(read_results(path))
+        except OSError as exc:
+            fail(
+                f"RESULTS: {path}: cannot read ({exc.strerror or exc.__class__.__name__})", exitcodes.NO_INPUT
+            )
+    return files
+
+
+def _write_reports(
+    result: GateResult, outputs: dict[str, Path | None], fleet_spec: FleetSpec | None, strict: bool
+) -> None:
+    renderers: dict[str, Callable[[], str]] = {}
+    if outputs["--junit"] is not None:
+        from validation.reports.junit import render_junit
+
+        renderers["--junit"] = lambda: render_junit(result)
+    if outputs["--html"] is not None:
+        from validation.reports.html import render_html
+
+        renderers["--html"] = lambda: render_html(result)
+    if outputs["--prom"] is not None:
+        from validation.reports.prometheus import render_prometheus
+
+        renderers["--prom"] = lambda: render_prometheus(result)
+    if outputs["--inventory-out"] is not None:
+        from validation.reports.inventory import render_inventory
+
+        hosts = tuple(fleet_spec.hosts or ()) if fleet_spec is not None else ()
+        renderers["--inventory-out"] = lambda: render_inventory(result, hosts)
+    for option, render in renderers.items():
+        path = outputs[option]
+        assert path is not None  # only options that were given have a renderer
+        try:
+            write_text(path, render())
+        except OSError as exc:
+            fail(f"{option}: cannot write {path} ({exc.strerror or exc.__class__.__name__})", exitcodes.USAGE)
+
+
+def _reason_lines(v: NodeVerdict) -> list[Text]:
+    lines = []
+    for i, r in enumerate(v.reasons):
+        head = f"REJECT {v.node}" if i == 0 else " " * (7 + len(v.node))
+        lines.append(Text(head, style="bold red" if i == 0 else "") + Text(f"  {r.rule:<10} {r.message}"))
+    return lines
+
+
+def _print_text(result: GateResult, strict: bool) -> None:
+    f = result.fleet
+    out.print(
+        Text(
+            f"gate: {f.sku or 'unknown SKU'}, {f.judged} node(s) judged: "
+            f"{len(f.accepted)} accepted, {len(f.rejected)} rejected",
+            style="bold",
+        )
+    )
+    for v in result.nodes:
+        for line in _reason_lines(v):
+            out.print(line)
+    if f.accepted:
+        if len(f.accepted) <= _LIST_ALL_UP_TO:
+            out.print(Text(f"accepted ({len(f.accepted)}): {', '.join(f.accepted)}", style="green"))
+        else:
+            out.print(Text(f"accepted: {len(f.accepted)} nodes (listed with --json)", style="green"))
+    if f.ready is not None:
+        label = f"fleet {f.name}" if f.name else "fleet"
+        if f.ready:
+            out.print(
+                Text(
+                    f"{label}: READY: job on {len(f.job)} node(s), {len(f.spare)} spare(s) "
+                    f"({f.required} needed)",
+                    style="bold green",
+                )
+            )
+        else:
+            out.print(
+                Text(
+                    f"{label}: NOT READY: {len(f.accepted)} accepted, {f.required} needed "
+                    f"(short by {f.required - len(f.accepted) if f.required else 0})",
+                    style="bold red",
+                )
+            )
+    for note in result.notes:
+        out.print(Text(f"note: {note}", style="yellow"))
+    if strict and f.ready and f.rejected:
+        out.print(Text("--strict: a rejected node fails the gate even though spares cover it", style="red"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gate")(gate)

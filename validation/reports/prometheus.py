@@ -1,0 +1,118 @@
+"""Prometheus text exposition format (for node_exporter's textfile collector or a pushgateway).
+
+Per node: accepted (1/0), reject reasons by rule, every measured metric; per metric: the fleet
+median, scaled MAD, the absolute limit and the outlier threshold; per fleet: node counts and,
+with a spec, whether the fleet is ready. Series with no value (no limit, no threshold) are left
+out rather than written as NaN, which alerting rules would have to special-case.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+
+from validation.gate import GateResult
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(labels: Mapping[str, str]) -> str:
+    if not labels:
+        return ""
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+def _number(x: float) -> str:
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return repr(float(x)) if not float(x).is_integer() else str(int(x))
+
+
+class _Exposition:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def family(self, name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
+        rows = [f"{name}{_labels(labels)} {_number(value)}" for labels, value in samples]
+        if not rows:
+            return
+        self.lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *rows]
+
+
+def render_prometheus(result: GateResult) -> str:
+    sku = result.fleet.sku or ""
+    x = _Exposition()
+    x.family(
+        "fleetforge_node_accepted",
+        "1 when the gate accepted the node, 0 when it rejected it.",
+        (({"node": v.node, "sku": sku}, 1.0 if v.accepted else 0.0) for v in result.nodes),
+    )
+    x.family(
+        "fleetforge_node_reject_reasons",
+        "Reasons the gate rejected the node, counted by rule (floor, outlier, version, missing, error, fail, unreadable).",
+        (
+            ({"node": v.node, "rule": rule}, float(n))
+            for v in result.nodes
+            for rule, n in sorted(Counter(r.rule for r in v.reasons).items())
+        ),
+    )
+    x.family(
+        "fleetforge_node_role",
+        "1 for the role the fleet verdict gave an accepted node: job or spare.",
+        (({"node": v.node, "role": v.role}, 1.0) for v in result.nodes if v.role is not None),
+    )
+    x.family(
+        "fleetforge_metric",
+        "Burn-in measurement of the node; the unit is in the metric label (fleet/metrics.py).",
+        (
+            ({"node": v.node, "metric": m}, value)
+            for v in result.nodes
+            for m, value in sorted(v.metrics.items())
+        ),
+    )
+    stats = sorted(result.stats.items())
+    x.family(
+        "fleetforge_metric_median",
+        "Fleet median of the metric over nodes that measured it.",
+        (({"metric": m}, s.median) for m, s in stats if s.median is not None),
+    )
+    x.family(
+        "fleetforge_metric_mad",
+        "Fleet median absolute deviation of the metric, scaled by 1.4826.",
+        (({"metric": m}, s.mad) for m, s in stats if s.mad is not None),
+    )
+    x.family(
+        "fleetforge_metric_limit",
+        "Absolute limit from the SKU reference or the spec: a floor, or a ceiling for lower-is-better metrics.",
+        (
+            ({"metric": m, "kind": "floor" if s.higher_is_better else "ceiling"}, s.limit)
+            for m, s in stats
+            if s.limit is not None
+        ),
+    )
+    x.family(
+        "fleetforge_metric_outlier_threshold",
+        "Fleet-relative outlier threshold: below it (above it, lower-is-better) a node is rejected.",
+        (({"metric": m}, s.outlier_threshold) for m, s in stats if s.outlier_threshold is not None),
+    )
+    f = result.fleet
+    counts = {"judged": f.judged, "accepted": len(f.accepted), "rejected": len(f.rejected)}
+    if f.required is not None:
+        counts |= {"required": f.required, "job": len(f.job), "spare": len(f.spare)}
+    x.family(
+        "fleetforge_fleet_nodes",
+        "Nodes by state in this gate run.",
+        (({"sku": sku, "state": state}, float(n)) for state, n in counts.items()),
+    )
+    if f.ready is not None:
+        x.family(
+            "fleetforge_fleet_ready",
+            "1 when the fleet can field the spec's nodes healthy nodes.",
+            [({"sku": sku, "fleet": f.name or ""}, 1.0 if f.ready else 0.0)],
+        )
+    return "\n".join(x.lines) + "\n"
