@@ -1,0 +1,147 @@
+"""From an Ansible inventory to the identifiers the actions need.
+
+Stacks and on-prem inventories write each node's identifiers as host vars (names in
+`NodeIds.HOST_VARS`, documented in the README). Two sources are read:
+
+- `hostvars_from_inventory_list`: the JSON of `ansible-inventory -i INV --list`, whose `_meta.hostvars`
+  Ansible has already merged with full precedence (any inventory format, group_vars/, plugins).
+- `load_inventory_hostvars`: a YAML inventory file read directly (the format `fleetforge inventory`
+  writes), merging vars the way Ansible does for one file: `all` first, then groups by depth
+  (parents before children, ties by name), then the host's own vars. group_vars/ and host_vars/
+  directories are not read; use the `--list` JSON when the inventory relies on them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from validation.actions.model import InventoryError, NodeIds, RejectedNode
+
+
+def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
+    """The identifier host vars of one host; other vars are ignored. Numbers become strings
+    (an Azure instance id is often written as 3); any other type is an error naming the var."""
+    found: dict[str, str] = {}
+    for var in NodeIds.HOST_VARS:
+        value = hostvars.get(var)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise InventoryError(
+                f"host {host!r}", f"host var {var!r} must be a string, got {type(value).__name__}"
+            )
+        found[var] = str(value).strip()
+    return NodeIds(**found)
+
+
+def rejected_nodes(
+    rejects: Iterable[tuple[str, Sequence[str]]], hostvars: Mapping[str, Mapping[str, Any]]
+) -> list[RejectedNode]:
+    """Pair each rejected node (name, reasons) with its identifiers. A node absent from the
+    inventory gets no identifiers; an action that needs one then names the node and the var."""
+    return [
+        RejectedNode(
+            name=name, reasons=tuple(reasons), ids=ids_from_hostvars(hostvars.get(name, {}), host=name)
+        )
+        for name, reasons in rejects
+    ]
+
+
+def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """`_meta.hostvars` of `ansible-inventory --list` output (already merged by Ansible)."""
+    meta = data.get("_meta")
+    hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
+    if not isinstance(hostvars, Mapping):
+        raise InventoryError("ansible-inventory --list output", "has no _meta.hostvars mapping")
+    return {str(h): dict(v) if isinstance(v, Mapping) else {} for h, v in hostvars.items()}
+
+
+def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
+    """Every host of a YAML inventory file with its merged vars."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InventoryError(str(path), "no such file", missing=True) from None
+    except OSError as exc:
+        raise InventoryError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
+    except yaml.YAMLError as exc:
+        raise InventoryError(str(path), f"is not valid YAML: {exc}") from None
+    return _Inventory(str(path), data).hostvars()
+
+
+class _Inventory:
+    def __init__(self, where: str, data: Any) -> None:
+        self.where = where
+        self.group_vars: dict[str, dict[str, Any]] = {}
+        self.parents: dict[str, set[str]] = {}
+        self.host_groups: dict[str, set[str]] = {}
+        self.host_vars: dict[str, dict[str, Any]] = {}
+        if data is None:
+            return
+        if not isinstance(data, Mapping):
+            raise InventoryError(where, "a YAML inventory is a mapping of group names")
+        for name, body in data.items():
+            self._group(str(name), body, parent=None if name == "all" else "all", trail=())
+
+    def _group(self, name: str, body: Any, parent: str | None, trail: tuple[str, ...]) -> None:
+        if name in trail:
+            raise InventoryError(
+                self.where, f"group {name!r} is its own ancestor: {' > '.join((*trail, name))}"
+            )
+        self.group_vars.setdefault(name, {})
+        self.parents.setdefault(name, set())
+        if parent is not None:
+            self.parents[name].add(parent)
+        if body is None:
+            return
+        if not isinstance(body, Mapping):
+            raise InventoryError(self.where, f"group {name!r} must be a mapping with hosts, vars, children")
+        unknown = set(body) - {"hosts", "vars", "children"}
+        if unknown:
+            raise InventoryError(
+                self.where, f"group {name!r} has {sorted(unknown)}; allowed: hosts, vars, children"
+            )
+        self.group_vars[name].update(self._mapping(body.get("vars"), f"group {name!r} vars"))
+        for host, hvars in self._mapping(body.get("hosts"), f"group {name!r} hosts").items():
+            self.host_groups.setdefault(host, set()).add(name)
+            self.host_vars.setdefault(host, {}).update(self._mapping(hvars, f"host {host!r}"))
+        for child, child_body in self._mapping(body.get("children"), f"group {name!r} children").items():
+            self._group(child, child_body, parent=name, trail=(*trail, name))
+
+    def _mapping(self, value: Any, what: str) -> dict[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            raise InventoryError(self.where, f"{what} must be a mapping")
+        return {str(k): v for k, v in value.items()}
+
+    def _depth(self, group: str, seen: tuple[str, ...] = ()) -> int:
+        if group == "all" or not self.parents.get(group):
+            return 0
+        if group in seen:
+            raise InventoryError(self.where, f"group {group!r} is its own ancestor")
+        return 1 + max(self._depth(p, (*seen, group)) for p in self.parents[group])
+
+    def _ancestors(self, groups: set[str]) -> set[str]:
+        out: set[str] = set()
+        todo = list(groups)
+        while todo:
+            g = todo.pop()
+            if g not in out:
+                out.add(g)
+                todo.extend(self.parents.get(g, ()))
+        return out | {"all"}
+
+    def hostvars(self) -> dict[str, dict[str, Any]]:
+        merged: dict[str, dict[str, Any]] = {}
+        for host, groups in self.host_groups.items():
+            values: dict[str, Any] = {}
+            for group in sorted(self._ancestors(groups), key=lambda g: (self._depth(g), g)):
+                values.update(self.group_vars.get(group, {}))
+            values.update(self.host_vars.get(host, {}))
+            merged[host] = values
+        return merged
