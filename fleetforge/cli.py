@@ -19,6 +19,7 @@ COMMANDS = (
     "fleetforge.commands.spec",
     "fleetforge.commands.demo",
     "fleetforge.commands.gate",
+    "fleetforge.commands.plan",
 )
 
 app = typer.Typer(

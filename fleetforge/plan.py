@@ -1,0 +1,91 @@
+"""`fleetforge plan`: what `pulumi up` would create for a spec, computed offline.
+
+It runs the real stack program (stacks/__main__.py) under Pulumi's mocks (fleetforge.plan_runtime),
+records every resource with its type token, logical name and inputs, collects the stack outputs,
+and judges the recorded resources with the policy rules (policy.rules), the same rules the
+CrossGuard pack enforces on a real deployment. A spec that cannot be provisioned fails before
+Pulumi is even imported, with the same field-path report as `fleetforge spec check`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import runpy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleet.spec import FleetSpec, SpecError, load_spec
+from policy.rules import Resource, Violation, check
+from stacks import CONFIG_KEY, CONFIG_NAMESPACE
+from stacks.checks import spec_problems
+
+EXTRA = "cloud"
+
+
+class PulumiUnavailableError(RuntimeError):
+    """The Pulumi SDK or the AWS provider is not installed."""
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    id: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.type, "name": self.name, "inputs": self.inputs}
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: FleetSpec
+    resources: tuple[PlannedResource, ...]
+    outputs: dict[str, Any]
+    violations: tuple[Violation, ...]
+    warnings: tuple[str, ...]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "resources": [r.as_json() for r in self.resources],
+            "outputs": self.outputs,
+            "violations": [
+                {"rule": v.rule, "type": v.type, "name": v.name, "message": v.message}
+                for v in self.violations
+            ],
+        }
+
+
+def plan_file(path: str | Path) -> Plan:
+    return plan_spec(load_spec(path), source=str(path))
+
+
+def plan_spec(spec: FleetSpec, source: str = "spec") -> Plan:
+    problems = spec_problems(spec)
+    if problems:
+        raise SpecError(source, problems)
+    runtime = _runtime()
+    mocks = runtime.FleetMocks(region=spec.region or "", zone=spec.zone or "", vpc_id=spec.network.vpc_id)
+    config = {f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": spec.model_dump_json(exclude_none=True)}
+    result = runtime.run(_stack_program, mocks, config)
+    resources = tuple(PlannedResource(r.type, r.name, r.inputs, r.id) for r in mocks.recorded)
+    violations = tuple(check(Resource(r.type, r.name, r.inputs, id=r.id) for r in resources))
+    return Plan(spec, resources, result.outputs, violations, tuple(result.warnings))
+
+
+def _stack_program() -> None:
+    # The very module `pulumi up` runs (Pulumi.yaml: main: stacks/), executed afresh each time.
+    runpy.run_module("stacks.__main__", run_name="__main__")
+
+
+def _runtime() -> Any:
+    """fleetforge.plan_runtime, once Pulumi and its AWS provider are known to be installed."""
+    for module in ("pulumi", "pulumi_aws"):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise PulumiUnavailableError(
+                f"{module} is not installed: install the {EXTRA!r} extra (pip install 'fleetforge[{EXTRA}]')"
+            ) from exc
+    return importlib.import_module("fleetforge.plan_runtime")

@@ -1,0 +1,269 @@
+"""Running a Pulumi program under `pulumi.runtime.set_mocks`: no engine, no CLI, no cloud.
+
+Everything fleetforge knows about Pulumi's mock runtime lives here, because it leans on internals
+that are global to the process and must be reset between runs (`fleetforge plan` runs twice in one
+test session, and the benchmark runs it many times):
+
+- `settings.SETTINGS` holds the monitor, the RPC manager and the set of pending outputs; its fields
+  are context variables. `reset_options` replaces them and clears the root stack resource (`ROOT`),
+  so `set_mocks` then builds a fresh `Stack` with a fresh `MockMonitor`.
+- Config is the `CONFIG` context variable, replaced whole by `set_all_config`.
+- Outputs and RPCs are asyncio tasks bound to the event loop that was current when they were
+  created, so each run gets its own loop, set before `set_mocks` builds the stack.
+
+Each run happens inside a fresh `contextvars.Context`, so none of these variables leak into the
+caller or the next run; the loop is drained and closed afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+from pulumi.runtime import config as runtime_config
+from pulumi.runtime import mocks as runtime_mocks
+from pulumi.runtime import settings as runtime_settings
+from pulumi.runtime import stack as runtime_stack
+
+PROJECT = "fleetforge"
+STACK = "plan"
+MOCK_ACCOUNT = "123456789012"
+MOCK_ROOT_DEVICE = "/dev/sda1"
+
+
+class MockMissingError(RuntimeError):
+    """The program called a provider function the mocks do not answer: a bug to fix here."""
+
+
+@dataclass
+class Recorded:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    id: str
+
+
+def _plain(value: Any) -> Any:
+    """Inputs cross the mock monitor as protobuf Structs, whose numbers are all doubles; give back
+    the integers the program wrote, so plans read `deviceIndex: 1`, not `1.0`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _digest(*parts: str, length: int = 17) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:length]
+
+
+# Id prefixes EC2 and friends use, so a plan reads like the real thing.
+_ID_PREFIX = {
+    "aws:ec2/vpc:Vpc": "vpc",
+    "aws:ec2/subnet:Subnet": "subnet",
+    "aws:ec2/internetGateway:InternetGateway": "igw",
+    "aws:ec2/eip:Eip": "eipalloc",
+    "aws:ec2/natGateway:NatGateway": "nat",
+    "aws:ec2/routeTable:RouteTable": "rtb",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": "rtbassoc",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
+    "aws:ec2/securityGroup:SecurityGroup": "sg",
+    "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup": "sg",
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": "sgr",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": "sgr",
+    "aws:ec2/launchTemplate:LaunchTemplate": "lt",
+    "aws:fsx/lustreFileSystem:LustreFileSystem": "fs",
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra",
+}
+
+
+@dataclass
+class FleetMocks(pulumi.runtime.Mocks):
+    """Records every resource the program registers and answers the provider functions it calls
+    with deterministic, plausible values. Mocks do not auto-name, so names, ids and ARNs are made
+    here the way AWS would shape them."""
+
+    region: str
+    zone: str
+    vpc_id: str | None = None
+    recorded: list[Recorded] = field(default_factory=list)
+
+    def new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        inputs = _plain(dict(args.inputs))
+        typ, logical = args.typ, args.name
+        name = self._physical_name(typ, logical, inputs)
+        rid = self._id(typ, logical, name, inputs)
+        self.recorded.append(Recorded(typ, logical, inputs, rid))
+        state: dict[str, Any] = {**inputs, "id": rid, "name": name, "arn": self._arn(typ, name, rid)}
+        if typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state.update(latestVersion=1, defaultVersion=1)
+        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+            state.update(dnsName=f"{rid}.fsx.{self.region}.amazonaws.com", mountName=_digest(rid, length=8))
+        elif typ == "aws:s3/bucket:Bucket":
+            state.update(bucket=name, bucketDomainName=f"{name}.s3.amazonaws.com")
+        elif typ == "aws:kms/key:Key":
+            state.update(keyId=rid)
+        elif typ == "aws:ec2/eip:Eip":
+            state.update(allocationId=rid, publicIp="192.0.2.10")  # documentation range
+        return rid, state
+
+    def call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        a = args.args
+        if args.token == "aws:index/getPartition:getPartition":
+            return {
+                "id": "aws",
+                "partition": "aws",
+                "dnsSuffix": "amazonaws.com",
+                "reverseDnsPrefix": "com.amazonaws",
+            }, []
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            arn = f"arn:aws:iam::{MOCK_ACCOUNT}:user/fleetforge-plan"
+            return {
+                "id": MOCK_ACCOUNT,
+                "accountId": MOCK_ACCOUNT,
+                "arn": arn,
+                "userId": "AIDAFLEETFORGEPLAN",
+            }, []
+        if args.token == "aws:ssm/getParameter:getParameter":
+            name = str(a.get("name"))
+            ami = f"ami-{_digest(name)}"
+            arn = f"arn:aws:ssm:{self.region}::parameter{name}"
+            return {
+                "id": name,
+                "name": name,
+                "arn": arn,
+                "type": "String",
+                "value": ami,
+                "insecureValue": ami,
+                "version": 1,
+                "withDecryption": False,
+            }, []
+        if args.token == "aws:ec2/getAmi:getAmi":
+            ids = [
+                v for f in a.get("filters", []) if f.get("name") == "image-id" for v in f.get("values", [])
+            ]
+            image = ids[0] if ids else f"ami-{_digest('latest')}"
+            return {
+                "id": image,
+                "imageId": image,
+                "architecture": "x86_64",
+                "rootDeviceName": MOCK_ROOT_DEVICE,
+                "rootDeviceType": "ebs",
+            }, []
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            subnet = str(a.get("id"))
+            vpc = self.vpc_id or f"vpc-{_digest(subnet)}"
+            return {
+                "id": subnet,
+                "vpcId": vpc,
+                "availabilityZone": self.zone,
+                "mapPublicIpOnLaunch": False,
+            }, []
+        raise MockMissingError(f"fleetforge plan has no mock for provider function {args.token}")
+
+    def _physical_name(self, typ: str, logical: str, inputs: Mapping[str, Any]) -> str:
+        if typ == "aws:s3/bucket:Bucket":
+            explicit = inputs.get("bucket")
+            prefix = inputs.get("bucketPrefix")
+        else:
+            explicit = inputs.get("name")
+            prefix = inputs.get("namePrefix")
+        if isinstance(explicit, str) and explicit:
+            return explicit
+        if isinstance(prefix, str) and prefix:
+            return f"{prefix}{_digest(typ, logical, length=12)}"
+        # Pulumi's auto-naming: the logical name plus a random suffix (here: a stable one).
+        return f"{logical}-{_digest(typ, logical, length=7)}"
+
+    def _id(self, typ: str, logical: str, name: str, inputs: Mapping[str, Any]) -> str:
+        if typ in _ID_PREFIX:
+            return f"{_ID_PREFIX[typ]}-{_digest(typ, logical)}"
+        if typ == "aws:kms/key:Key":
+            h = _digest(typ, logical, length=32)
+            return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        if (
+            typ.startswith("aws:s3/")
+            and typ != "aws:s3/bucket:Bucket"
+            and isinstance(inputs.get("bucket"), str)
+        ):
+            return str(inputs["bucket"])
+        return name
+
+    def _arn(self, typ: str, name: str, rid: str) -> str:
+        service = typ.split(":")[1].split("/")[0] if typ.startswith("aws:") else "pulumi"
+        if service == "iam":
+            kind = "instance-profile" if "instanceProfile" in typ else "role"
+            return f"arn:aws:iam::{MOCK_ACCOUNT}:{kind}/{name}"
+        if typ == "aws:s3/bucket:Bucket":
+            return f"arn:aws:s3:::{name}"
+        if service == "kms":
+            return f"arn:aws:kms:{self.region}:{MOCK_ACCOUNT}:key/{rid}"
+        kind = typ.rsplit(":", 1)[-1].lower()
+        return f"arn:aws:{service}:{self.region}:{MOCK_ACCOUNT}:{kind}/{rid}"
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@dataclass(frozen=True)
+class Run:
+    outputs: dict[str, Any]
+    warnings: list[str]
+
+
+def run(program: Callable[[], None], mocks: FleetMocks, config: Mapping[str, str]) -> Run:
+    """Run `program` as a Pulumi stack under `mocks` with `config`; return the stack outputs."""
+    return contextvars.Context().run(_run_isolated, program, mocks, dict(config))
+
+
+def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[str, str]) -> Run:
+    logger = logging.getLogger(f"fleetforge.plan.pulumi.{id(mocks)}")
+    logger.propagate = False  # Pulumi's warnings are returned to the caller, not printed here
+    collect = _Collect()
+    logger.addHandler(collect)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        runtime_settings.reset_options(project=PROJECT, stack=STACK, preview=False)
+        runtime_config.set_all_config(config, [])
+        runtime_mocks.set_mocks(mocks, project=PROJECT, stack=STACK, preview=False, logger=logger)
+        root = runtime_settings.get_root_resource()
+        if not isinstance(root, runtime_stack.Stack):
+            raise RuntimeError("pulumi.runtime.set_mocks did not create a root stack")
+
+        async def program_then_outputs() -> dict[str, Any]:
+            program()
+            await runtime_stack.wait_for_rpcs()
+            resolved = await pulumi.Output.from_input(dict(root.outputs)).future()
+            return dict(resolved or {})
+
+        outputs = loop.run_until_complete(program_then_outputs())
+        return Run(outputs=outputs, warnings=list(collect.messages))
+    finally:
+        _drain(loop)
+        loop.close()
+        asyncio.set_event_loop(None)
+        logger.removeHandler(collect)
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a failed program left pending, and let it finish, so nothing outlives the run."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))

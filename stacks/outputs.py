@@ -1,0 +1,118 @@
+"""The stack outputs every cloud's component registers and the program exports, in one shape.
+
+Inventory, burn-in and humans read these without knowing which cloud made the fleet, so the GCP
+and Azure components (later) fill the same six sections; a section that does not apply is `None`,
+never missing. Values may be Pulumi Outputs while the program runs; exported, they are plain JSON.
+
+fleet        what was asked for
+  name, cloud, sku, machine_type, accelerator, accelerators_per_node, region, zone,
+  nodes (the job's), spares (hot spares of the same SKU), size (nodes + spares), capacity
+  (on-demand | reservation | capacity-block | spot | queued)
+group        the one scale-out group that holds every node, and how to list its members
+  kind        aws-autoscaling-group | gcp-managed-instance-group | gcp-tpu-queued-resource |
+              azure-vm-scale-set
+  name, region, zone, min_size, max_size, desired
+  node_filter how to list the nodes with the cloud's own API: a mapping of filter name -> value
+              (AWS: {"tag:aws:autoscaling:groupName": <group name>} for ec2 describe-instances)
+fabric       the high-speed network between nodes
+  kind (efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband | ici), nic_kind,
+  nics (per node), gbps_per_nic, total_gbps (per node),
+  interfaces  per-node NIC layout: [{network_card_index, device_index, interface_type}]
+  placement   {strategy, name}: the placement group / compact policy / reservation that keeps the
+              fabric in one place (AWS: cluster-placement-group with the group's name, or the
+              capacity reservation / Capacity Block id that carries its own placement)
+storage      the shared parallel file system, or None
+  kind (fsx-lustre | managed-lustre | amlfs), dns_name (mount target), mount_name, mount_point,
+  capacity_gib, throughput_mbps_per_tib, mount_source (what `mount -t lustre` takes)
+checkpoints  the object store for checkpoints, or None
+  kind (s3 | gcs | azure-blob), bucket, uri (where jobs write), prefix, retention_days,
+  noncurrent_retention_days, kms_key, filesystem_path (where the file system mirrors the
+  bucket when it does, else None)
+tags         the tags every resource carries: owner, fleet, dataset, managed-by, extra tags
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from fleet.spec import FleetSpec
+
+SECTIONS = ("fleet", "group", "fabric", "storage", "checkpoints", "tags")
+
+
+class FleetSection(TypedDict):
+    name: str
+    cloud: str
+    sku: str
+    machine_type: str
+    accelerator: str
+    accelerators_per_node: int
+    region: str | None
+    zone: str | None
+    nodes: int
+    spares: int
+    size: int
+    capacity: str
+
+
+class GroupSection(TypedDict):
+    kind: str
+    name: Any
+    region: str | None
+    zone: str | None
+    min_size: int
+    max_size: int
+    desired: int
+    node_filter: Any
+
+
+class FabricSection(TypedDict):
+    kind: str
+    nic_kind: str
+    nics: int
+    gbps_per_nic: float
+    total_gbps: float
+    interfaces: list[dict[str, Any]]
+    placement: dict[str, Any]
+
+
+class StorageSection(TypedDict):
+    kind: str
+    dns_name: Any
+    mount_name: Any
+    mount_point: str
+    capacity_gib: int
+    throughput_mbps_per_tib: int | None
+    mount_source: Any
+
+
+class CheckpointsSection(TypedDict):
+    kind: str
+    bucket: Any
+    uri: Any
+    prefix: str
+    retention_days: int
+    noncurrent_retention_days: int
+    kms_key: Any
+    filesystem_path: str | None
+
+
+class FleetOutputs(TypedDict):
+    fleet: FleetSection
+    group: GroupSection
+    fabric: FabricSection
+    storage: StorageSection | None
+    checkpoints: CheckpointsSection | None
+    tags: dict[str, str]
+
+
+def fleet_tags(spec: FleetSpec) -> dict[str, str]:
+    """Tags for every taggable resource. `dataset` is always present so a fleet without lineage is
+    found by asking for dataset=unspecified, rather than by the absence of a key."""
+    return {
+        **spec.tags.extra,
+        "owner": spec.tags.owner,
+        "fleet": spec.fleet_tag,
+        "dataset": spec.tags.dataset or "unspecified",
+        "managed-by": "fleetforge",
+    }

@@ -1,0 +1,45 @@
+"""The Pulumi program: stack config `fleetforge:fleet` -> FleetSpec -> the cloud's component -> outputs.
+
+`pulumi up` runs it through stacks/__main__.py; `fleetforge plan` runs the same module under
+Pulumi's mocks. A spec that cannot be provisioned stops the program with a RunError naming the
+field, which Pulumi prints without a traceback; nothing is created.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from fleet.spec import FleetSpec, SpecError, spec_from_mapping
+from stacks import CONFIG_KEY, CONFIG_NAMESPACE
+from stacks.checks import spec_problems
+from stacks.outputs import SECTIONS
+
+
+def read_spec() -> FleetSpec:
+    config = pulumi.Config(CONFIG_NAMESPACE)
+    data = config.get_object(CONFIG_KEY)
+    source = f"{CONFIG_NAMESPACE}:{CONFIG_KEY}"
+    if data is None:
+        raise pulumi.RunError(
+            f"{source}: missing; set it with `pulumi config set --path {source}.name ...` or copy "
+            "examples/Pulumi.aws-p5.yaml to Pulumi.<stack>.yaml"
+        )
+    try:
+        spec = spec_from_mapping(data, source=source)
+    except SpecError as exc:
+        raise pulumi.RunError(exc.render()) from None
+    problems = spec_problems(spec)
+    if problems:
+        raise pulumi.RunError(SpecError(source, problems).render())
+    return spec
+
+
+def main() -> None:
+    spec = read_spec()
+    # Only AWS passes spec_problems today; each cloud's component is imported when it is used so a
+    # program for one cloud does not load the others' providers.
+    from stacks.aws import AwsFleet, AwsFleetArgs
+
+    fleet = AwsFleet(spec.name, AwsFleetArgs.from_spec(spec))
+    for section in SECTIONS:
+        pulumi.export(section, fleet.outputs[section])  # type: ignore[literal-required]
