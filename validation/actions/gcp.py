@@ -73,11 +73,15 @@ class GcpRecreate(Action):
                     "instance_group_managers_recreate_instances_request_resource": {"instances": [instance]},
                 },
             )
-        where = f"regional group {ids.gce_mig_region}" if ids.gce_mig_region else f"group in {ids.gce_zone}"
+        where = (
+            f"regional group {ids.gce_mig!r} ({ids.gce_mig_region})"
+            if ids.gce_mig_region
+            else (f"zonal group {ids.gce_mig!r} ({ids.gce_zone})")
+        )
         return PlannedStep(
             action=self.name,
             node=node.name,
-            summary=f"recreate {ids.gce_instance} through {where} {ids.gce_mig!r} (project {ids.gce_project})",
+            summary=f"recreate {ids.gce_instance} through {where}, project {ids.gce_project}",
             reasons=node.reasons,
             calls=(call,),
         )

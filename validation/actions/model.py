@@ -75,7 +75,8 @@ class Call:
         if self.sdk == "exec":
             return shlex.join(self.params["argv"])
         args = ", ".join(f"{k}={_literal(v)}" for k, v in self.params.items())
-        text = f"{self.target}.{self.method}({args})"
+        sep = ": " if self.sdk == "file" else "."  # a file path is not an object
+        text = f"{self.target}{sep}{self.method}({args})"
         if self.filled_at_run_time:
             text += "  [at run time: " + "; ".join(self.filled_at_run_time) + "]"
         return text
