@@ -305,3 +305,16 @@ def test_every_check_of_the_fixture_lands_in_the_outcomes() -> None:
     result = decide(as_files(fleet(3)))
     assert list(result.node("node1").checks) == ["inventory", "health", *HEALTHY]
     assert result.fleet.sku == SKU
+
+
+def test_nan_and_infinity_are_errors_not_measurements() -> None:
+    recs = fleet(4)
+    recs["node1"].append(check_record("node1", "storage", metrics={"storage_read_mbps": float("nan")}))
+    recs["node2"].append(check_record("node2", "storage", metrics={"storage_read_mbps": float("inf")}))
+    recs["node3"].append(check_record("node3", "storage", metrics={"storage_read_mbps": 5000.0}))
+    recs["node4"].append(check_record("node4", "storage", metrics={"storage_read_mbps": 5100.0}))
+    result = decide(as_files(recs))
+    assert rules_of(result, "node1") == [("error", "storage", "storage_read_mbps")]
+    assert rules_of(result, "node2") == [("error", "storage", "storage_read_mbps")]
+    assert result.stats["storage_read_mbps"].n == 2
+    assert "storage_read_mbps" not in result.node("node1").metrics  # the JSON document stays valid JSON

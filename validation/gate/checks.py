@@ -10,7 +10,6 @@ resume wrote past a damaged line is judged on what it holds, and the line stays 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from fleet.metrics import Metric
@@ -109,44 +108,47 @@ def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:
 def _take_metrics(
     verdict: NodeVerdict, latest: dict[str, CheckRecord], metrics: Mapping[str, Metric]
 ) -> None:
-    """Measured values of pass and fail records; an errored check's partial numbers are not used."""
+    """Measured values of pass and fail records; an errored check's partial numbers are not used.
+
+    Non-finite values are taken as they are; measures.py turns them into `error` reasons in one
+    vectorised pass instead of testing 300,000 floats one by one here.
+    """
+    values, producers = verdict.metrics, verdict.metric_checks
     for name, rec in latest.items():
-        if rec.status not in {"pass", "fail"}:
+        if rec.status != "pass" and rec.status != "fail":
             continue
-        for metric, value in rec.metrics.items():
-            if not math.isfinite(value):
-                verdict.reasons.append(
-                    Reason(
-                        "error",
-                        name,
-                        metric,
-                        str(value),
-                        "a finite number",
-                        f"{name}: {metric} = {value} is not a measurement",
-                    )
-                )
-                continue
-            prev = verdict.metrics.get(metric)
+        measured = rec.metrics
+        if values.keys().isdisjoint(measured):  # the usual case: each metric has one producer
+            values.update(measured)
+            producers.update(dict.fromkeys(measured, name))
+            continue
+        for metric, value in measured.items():
+            prev = values.get(metric)
             if prev is not None:
                 # Two checks reported one metric: the worse value stands (fail closed).
                 known = metrics.get(metric)
                 higher = known is None or known.higher_is_better
                 if (value >= prev) if higher else (value <= prev):
                     continue
-            verdict.metrics[metric] = value
-            verdict.metric_checks[metric] = name
+            values[metric] = value
+            producers[metric] = name
 
 
 def _take_versions(verdict: NodeVerdict, run: RunEvidence, latest: dict[str, CheckRecord]) -> None:
+    sources = [r.versions for r in run.runs if r.versions]
+    sources += [c.versions for c in latest.values() if c.versions]
+    if len(sources) == 1:  # the runner's usual shape: versions on the run record only
+        verdict.versions = dict(sorted(sources[0].items()))
+        return
     seen: dict[str, set[str]] = {}
-    for rec in [*run.runs, *latest.values()]:
-        for component, value in rec.versions.items():
+    for versions in sources:
+        for component, value in versions.items():
             seen.setdefault(component, set()).add(value)
-    for component, values in sorted(seen.items()):
-        if len(values) == 1:
-            verdict.versions[component] = next(iter(values))
+    for component, found in sorted(seen.items()):
+        if len(found) == 1:
+            verdict.versions[component] = next(iter(found))
             continue
-        shown = ", ".join(sorted(values))
+        shown = ", ".join(sorted(found))
         verdict.versions[component] = shown
         verdict.reasons.append(
             Reason(

@@ -91,6 +91,7 @@ def judge_measures(
         row = values[i]
         for metric, x in v.metrics.items():
             row[index[metric]] = x
+    _non_finite(judged, names, values)
     present = ~np.isnan(values)
     count = present.sum(axis=0)
     higher = np.array([vocabulary[m].higher_is_better if m in vocabulary else True for m in names])
@@ -153,6 +154,28 @@ def judge_measures(
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
     return stats
+
+
+def _non_finite(judged: Sequence[NodeVerdict], names: Sequence[str], values: FloatArray) -> None:
+    """NaN or infinity is no measurement: an `error` reason, and the value leaves the statistics."""
+    sizes = np.fromiter((len(v.metrics) for v in judged), dtype=np.int64, count=len(judged))
+    suspects = np.nonzero(np.isfinite(values).sum(axis=1) < sizes)[0]  # rows holding NaN or inf
+    for i in suspects.tolist():
+        v = judged[i]
+        for metric in [m for m, x in v.metrics.items() if not np.isfinite(x)]:
+            x = v.metrics.pop(metric)
+            check = v.metric_checks.get(metric)
+            v.reasons.append(
+                Reason(
+                    "error",
+                    check,
+                    metric,
+                    str(x),
+                    "a finite number",
+                    f"{check}: {metric} = {x} is not a measurement",
+                )
+            )
+            values[i, names.index(metric)] = np.nan
 
 
 def _floor_reasons(
@@ -219,11 +242,12 @@ def _missing_metric_reasons(
 ) -> None:
     """A metric most of the fleet measured but this node did not: its check did not do its job."""
     majority = count * 2 > len(judged)
-    producer: dict[str, str] = {}
-    for v in judged:
-        for metric, name in v.metric_checks.items():
-            producer.setdefault(metric, name)
     mask = ~present & majority[np.newaxis, :]
+    producer: dict[str, str] = {}
+    for j in np.nonzero(mask.any(axis=0))[0].tolist():
+        # Which check measures it: ask the first node that has it.
+        first = judged[int(np.argmax(present[:, j]))]
+        producer[names[j]] = first.metric_checks[names[j]]
     for i, j in zip(*np.nonzero(mask), strict=True):
         v, metric = judged[i], names[j]
         producing = producer.get(metric)

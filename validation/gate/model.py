@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from fleet.spec import FleetSpec, Host, ThresholdOverride, ValidationSettings
 
@@ -51,9 +51,8 @@ class Reason:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class CheckOutcome:
-    """What one check of a node's run came to, for the JUnit report."""
+class CheckOutcome(NamedTuple):
+    """What one check of a node's run came to, for the JUnit report (a tuple: one per node x check)."""
 
     check: str
     state: CheckState

@@ -30,7 +30,7 @@ def judge_versions(verdicts: Sequence[NodeVerdict], settings: GateSettings, note
 
 def _conflicted(v: NodeVerdict, component: str) -> bool:
     # The node's own records disagree: already rejected for it, and its value is no vote.
-    return any(r.rule == "version" and r.metric == component for r in v.reasons)
+    return bool(v.reasons) and any(r.rule == "version" and r.metric == component for r in v.reasons)
 
 
 def _against_pin(judged: Sequence[NodeVerdict], component: str, pinned: str) -> None:
