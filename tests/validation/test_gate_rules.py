@@ -318,3 +318,11 @@ def test_nan_and_infinity_are_errors_not_measurements() -> None:
     assert rules_of(result, "node2") == [("error", "storage", "storage_read_mbps")]
     assert result.stats["storage_read_mbps"].n == 2
     assert "storage_read_mbps" not in result.node("node1").metrics  # the JSON document stays valid JSON
+
+
+def test_expected_nodes_without_results_are_rejected() -> None:
+    result = decide(as_files(fleet(3)), expected=["node1", "node2", "node3", "node4"])
+    assert rejected(result) == ["node4"]
+    assert rules_of(result, "node4") == [("missing", None, None)]
+    assert "expected" in result.node("node4").reasons[0].message
+    assert result.outcome() == "incomplete"

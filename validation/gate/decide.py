@@ -40,16 +40,20 @@ def decide(
     settings: GateSettings | None = None,
     plan: FleetPlan | None = None,
     vocabulary: Mapping[str, Metric] = METRICS,
+    expected: Sequence[str] = (),
 ) -> GateResult:
-    """Judge every node in `files`. Raises GateInputError when the results cannot be judged as asked."""
+    """Judge every node in `files`. Raises GateInputError when the results cannot be judged as asked.
+
+    `expected` names nodes that must have results (a fleet run's inventory): each one without any
+    is rejected as `missing`, like a host the spec lists.
+    """
     settings = settings or GateSettings()
     notes: list[str] = []
     evidence = group_by_node(files)
     catalog_sku = _resolve_sku(evidence, sku, sku_from)
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
-    if plan is not None:
-        verdicts += _plan_hosts(verdicts, plan, notes)
+    verdicts += _absent_nodes(verdicts, plan, expected, notes)
     verdicts.sort(key=lambda v: natural_key(v.node))
     _level_notes(verdicts, notes)
     stats = judge_measures(verdicts, settings, limits, vocabulary, notes)
@@ -108,39 +112,39 @@ def _resolve_sku(evidence: Mapping[str, NodeEvidence], asked: str | None, asked_
         ) from None
 
 
-def _plan_hosts(verdicts: Sequence[NodeVerdict], plan: FleetPlan, notes: list[str]) -> list[NodeVerdict]:
-    """Hosts the spec lists but no result names are rejected, never silently left out."""
+def _absent_nodes(
+    verdicts: Sequence[NodeVerdict], plan: FleetPlan | None, expected: Sequence[str], notes: list[str]
+) -> list[NodeVerdict]:
+    """Nodes the spec's hosts or the caller's `expected` name without results: rejected, never omitted."""
     seen = {v.node for v in verdicts}
-    if not plan.hosts:
+    if plan is not None and not plan.hosts:
         size = plan.required + plan.spares
         if len(seen) != size:
             notes.append(
                 f"results name {len(seen)} node(s); the spec provisions {size} ({plan.required} nodes + "
                 f"{plan.spares} spares)"
             )
-        return []
-    listed = {h.name for h in plan.hosts}
-    strangers = sorted(seen - listed, key=natural_key)
-    if strangers:
-        notes.append(
-            f"results for node(s) not among the spec's hosts (judged all the same): {_listed(strangers)}"
+    why: dict[str, str] = {}
+    for name in expected:
+        why.setdefault(
+            name, "no results for this node, which the fleet run expected (unreachable, or burn-in never ran)"
         )
-    absent = [h.name for h in plan.hosts if h.name not in seen]
+    if plan is not None and plan.hosts:
+        listed = {h.name for h in plan.hosts}
+        strangers = sorted(seen - listed, key=natural_key)
+        if strangers:
+            notes.append(
+                f"results for node(s) not among the spec's hosts (judged all the same): {_listed(strangers)}"
+            )
+        for host in plan.hosts:
+            why.setdefault(
+                host.name,
+                "no results for this host, which the spec lists (unreachable, or burn-in never ran)",
+            )
     return [
-        NodeVerdict(
-            name,
-            reasons=[
-                Reason(
-                    "missing",
-                    None,
-                    None,
-                    None,
-                    "results",
-                    "no results for this host, which the spec lists (unreachable, or burn-in never ran)",
-                )
-            ],
-        )
-        for name in absent
+        NodeVerdict(name, reasons=[Reason("missing", None, None, None, "results", message)])
+        for name, message in why.items()
+        if name not in seen
     ]
 
 
