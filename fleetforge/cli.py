@@ -20,6 +20,7 @@ COMMANDS = (
     "fleetforge.commands.demo",
     "fleetforge.commands.gate",
     "fleetforge.commands.plan",
+    "fleetforge.commands.burnin",
 )
 
 app = typer.Typer(

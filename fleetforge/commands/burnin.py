@@ -1,0 +1,167 @@
+"""`fleetforge burnin`: measure this node against its SKU and write <out>/<node>.jsonl.
+
+Exit codes (docs/exit-codes.md): 0 every check passed its floors (skips allowed); 1 a check
+measured below a floor or found a health fault (wins over errors: the node is bad either way);
+2 no failure, but a check errored, crashed or timed out; 64 bad option; 65 bad spec; 66 spec
+missing; 69 the accelerator's libraries are not installed; 130 interrupted (records kept).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.spec import FleetSpec, SpecError, load_spec
+from fleetforge import exitcodes
+from fleetforge.console import err, fail, out
+from validation.context import LEVELS
+from validation.records import Level
+
+_VERDICT_CODE = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
+
+
+def burnin(
+    sku: Annotated[
+        str,
+        typer.Option(help="Catalog SKU to measure against, or 'auto' (NVML / JAX / no accelerator -> cpu)."),
+    ] = "auto",
+    level: Annotated[
+        str | None,
+        typer.Option(help="quick | standard | extended (default: the spec's level, else standard)."),
+    ] = None,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for <node>.jsonl and raw outputs.")] = Path(
+        "burnin-results"
+    ),
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Run only these checks (repeat the option or separate with commas)."),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue the run in <node>.jsonl: skip recorded checks, rerun errors."
+        ),
+    ] = False,
+    spec: Annotated[
+        Path | None, typer.Option(help="Fleet spec: its SKU, level and threshold overrides apply.")
+    ] = None,
+    node: Annotated[
+        str | None, typer.Option(help="Node name for the results (default: the host name).")
+    ] = None,
+    storage_path: Annotated[
+        Path | None, typer.Option(help="Where the storage check writes its test file (default: --out).")
+    ] = None,
+) -> None:
+    """Burn this node in: run the checks of a level and record every measurement."""
+    from validation.registry import UnknownCheckError
+    from validation.runner import RunError, RunOptions, default_node, run_burnin
+    from validation.skuselect import AutoSkuError, detect_sku
+
+    fleet = _load_spec(spec) if spec is not None else None
+    chosen_level = _level(level, fleet)
+    try:
+        target = _sku(sku, fleet, detect_sku)
+    except AutoSkuError as exc:
+        fail(f"--sku auto: {exc}", exitcodes.USAGE)
+    _require_libraries(target)
+    names = [n.strip() for item in only or [] for n in item.split(",") if n.strip()] or None
+    if storage_path is not None and not storage_path.is_dir():
+        fail(f"--storage-path {storage_path}: not a directory", exitcodes.USAGE)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"--out {out_dir}: cannot create it ({exc.strerror})", exitcodes.USAGE)
+
+    from validation.progress import make_progress
+
+    opts = RunOptions(
+        sku=target,
+        level=chosen_level,
+        out_dir=out_dir,
+        node=node or default_node(),
+        only=names,
+        resume=resume,
+        thresholds=dict(fleet.validation.thresholds) if fleet else {},
+        storage_path=storage_path,
+    )
+    previous = signal.signal(
+        signal.SIGTERM, _interrupt
+    )  # a CI or Ansible timeout: keep records, stop cleanly
+    try:
+        with make_progress(out) as progress:
+            summary = run_burnin(opts, progress)
+    except (RunError, UnknownCheckError) as exc:
+        fail(str(exc), exitcodes.USAGE)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    counts = {
+        s: sum(1 for r in summary.final.values() if r.status == s) for s in ("pass", "fail", "error", "skip")
+    }
+    line = Text(f"{summary.path}: ")
+    line.append(
+        summary.verdict,
+        style={"ok": "bold green", "rejected": "bold red"}.get(summary.verdict, "bold magenta"),
+    )
+    line.append(
+        f" - {counts['pass']} pass, {counts['fail']} fail, {counts['error']} error, {counts['skip']} skip"
+        f" ({target.sku}, {chosen_level}, {summary.wall_s:.1f} s)"
+    )
+    out.print(line)
+    for name in summary.missing:
+        err.print(Text(f"{name}: no record (the run stopped before it)", style="magenta"))
+    raise typer.Exit(_VERDICT_CODE[summary.verdict])
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _load_spec(path: Path) -> FleetSpec:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        missing = len(exc.problems) == 1 and exc.problems[0][1] == "no such file"
+        err.print(Text(exc.render(), style="red"))
+        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
+
+
+def _level(level: str | None, fleet: FleetSpec | None) -> Level:
+    if level is None:
+        return fleet.validation.level if fleet else "standard"
+    if level not in LEVELS:
+        fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
+    return level
+
+
+def _sku(name: str, fleet: FleetSpec | None, detect: Callable[[], Sku]) -> Sku:
+    if name == "auto":
+        if fleet is not None:
+            return fleet.catalog_sku
+        return detect()
+    try:
+        sku = get_sku(name)
+    except UnknownSkuError as exc:
+        fail(f"--sku: {exc}", exitcodes.USAGE)
+    if fleet is not None and fleet.sku != sku.sku:
+        fail(f"--sku {sku.sku} contradicts the spec's sku {fleet.sku}; drop one of them", exitcodes.USAGE)
+    return sku
+
+
+def _require_libraries(sku: Sku) -> None:
+    from validation.backends import required_modules
+
+    for module, how in required_modules(sku.accelerator.kind):
+        if importlib.util.find_spec(module) is None:
+            fail(f"{sku.sku} is measured with {module}, which is not installed: {how}", exitcodes.UNAVAILABLE)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("burnin")(burnin)

@@ -1,0 +1,57 @@
+"""collectives: intra-node all-reduce bus bandwidth (NCCL on GPUs, psum on TPUs, gloo or a
+shared-memory ring across processes on a CPU host), busbw as nccl-tests defines it.
+
+Raw: {"impl", "world", "bytes", "iters", "times_s": [per iteration], "correct", "exit_codes"?}.
+"""
+
+from __future__ import annotations
+
+from fleet.catalog import Sku
+from validation.backends.allreduce_cpu import bus_factor
+from validation.backends.base import Backend
+from validation.checks._util import median
+from validation.context import CheckContext
+from validation.outcome import CheckOutcome, error, judge
+from validation.registry import Check, Raw, register
+
+
+@register
+class Collectives(Check):
+    name = "collectives"
+    description = "intra-node all-reduce bus bandwidth"
+    order = 60
+    timeouts = {"quick": 180.0, "standard": 420.0, "extended": 900.0}
+    level_params = {
+        "quick": {"iters": 5},
+        "standard": {"iters": 20},
+        "extended": {"iters": 50},
+    }
+
+    def applies_to(self, sku: Sku) -> str | None:
+        if sku.accelerators_per_node == 1:
+            return f"{sku.sku} has one accelerator: no intra-node all-reduce"
+        return None
+
+    def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
+        p = self.params(ctx)
+        return backend.allreduce(p.get("bytes"), int(p["iters"]))
+
+    def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+        times = [float(t) for t in raw.get("times_s") or [] if t and t > 0]
+        codes = raw.get("exit_codes") or []
+        if any(c != 0 for c in codes):
+            return error(f"{raw.get('impl')}: ranks exited with {codes}")
+        if not times:
+            return error(f"{raw.get('impl')}: no timed iteration completed")
+        world = int(raw["world"])
+        t = median(times)
+        algbw = float(raw["bytes"]) / t / 1e9
+        busbw = algbw * bus_factor(world)
+        faults = (
+            [] if raw.get("correct") else [f"{raw.get('impl')}: all-reduce result is wrong (data corruption)"]
+        )
+        notes = [
+            f"{raw.get('impl')}: {world} ranks, {float(raw['bytes']) / 2**20:.0f} MiB, "
+            f"median of {len(times)} iterations {t * 1e3:.2f} ms, algbw {algbw:.3g} GB/s"
+        ]
+        return judge(ctx, {"allreduce_busbw_gbps": busbw}, faults=faults, notes=notes)

@@ -1,0 +1,375 @@
+"""The burn-in runner: plans a run, starts each check in its own process with a timeout enforced
+from outside, and appends a record as each check ends (docs/results.md).
+
+- Isolation: checks run in processes forked from a preloaded multiprocessing forkserver; each
+  check calls setsid(), so a timeout kills its whole process group (all-reduce ranks, fio, ...).
+  Each also asks for SIGKILL when its parent dies, so a runner killed mid-run leaves nothing
+  measuring behind it.
+- Durability: ResultsWriter fsyncs every record. A run record comes first, then one check record
+  per check as it ends.
+- Resume: `resume=True` keeps the run_id of the file's last run and skips every check that run
+  already recorded as pass, fail or skip. A check recorded as `error` (crash, timeout, could not
+  measure) is run again and its new record appended; readers take the last record of a check.
+- Without resume an existing results file is moved aside to `<node>.jsonl.prev` (one file holds
+  one run, and the gate reads `*.jsonl`).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import re
+import signal
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import ValidationError
+
+from fleet.catalog import Sku
+from fleet.spec import ThresholdOverride
+from validation.context import CheckContext
+from validation.procutil import kill_group, pin_blas_threads
+from validation.records import CheckRecord, Level, ResultsWriter, RunRecord, Status, read_results, utc_now
+from validation.registry import PRODUCT_REGISTRY, Registry, load_registry
+from validation.worker import Job, child_main
+
+Verdict = Literal["ok", "rejected", "incomplete"]
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# After a result arrives, how long a check may take to exit before its group is killed.
+_EXIT_GRACE_S = 5.0
+
+
+class RunError(Exception):
+    """The run cannot start as asked (bad node name, resume of a different run, unknown check)."""
+
+
+class Observer(Protocol):
+    def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None: ...
+
+    def started(self, check: str, timeout: float) -> None: ...
+
+    def finished(self, record: CheckRecord) -> None: ...
+
+
+class _Silent:
+    def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None:
+        pass
+
+    def started(self, check: str, timeout: float) -> None:
+        pass
+
+    def finished(self, record: CheckRecord) -> None:
+        pass
+
+
+@dataclass
+class RunOptions:
+    sku: Sku
+    level: Level
+    out_dir: Path
+    node: str
+    only: Sequence[str] | None = None
+    resume: bool = False
+    thresholds: Mapping[str, ThresholdOverride] = field(default_factory=dict)
+    storage_path: Path | None = None  # default: the output folder
+    sysfs_root: Path = Path("/sys")
+    registry: str = PRODUCT_REGISTRY
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # Per-check timeout overrides in seconds (tests, slow sites); otherwise the level's default.
+    timeouts: Mapping[str, float] = field(default_factory=dict)
+    keep_raw: bool = True
+
+
+@dataclass
+class CheckRun:
+    record: CheckRecord
+    collect_s: float  # time inside the check's collect(): the measurement itself
+    wall_s: float  # fork to result, as the runner saw it
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    path: Path
+    planned: list[str]
+    kept: list[str]  # already recorded by an earlier invocation of this run (resume)
+    runs: list[CheckRun]
+    final: dict[str, CheckRecord]  # the record that counts for each check: the last one
+    wall_s: float
+
+    @property
+    def missing(self) -> list[str]:
+        return [n for n in self.planned if n not in self.final]
+
+    @property
+    def verdict(self) -> Verdict:
+        """rejected: a check measured below a floor or found a fault (the node is bad, whatever
+        else happened); incomplete: no failure, but a check errored or has no record; ok."""
+        statuses = {r.status for r in self.final.values()}
+        if "fail" in statuses:
+            return "rejected"
+        if "error" in statuses or self.missing:
+            return "incomplete"
+        return "ok"
+
+
+def results_path(out_dir: Path, node: str) -> Path:
+    return out_dir / f"{node}.jsonl"
+
+
+def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary:
+    t_start = time.perf_counter()
+    observer = observer or _Silent()
+    if not NODE_NAME.match(opts.node):
+        raise RunError(
+            f"--node {opts.node!r}: a node name is letters, digits, '.', '_' and '-' (it names the results file)"
+        )
+    registry = load_registry(opts.registry)
+    path = results_path(opts.out_dir, opts.node)
+    only = _known(registry, opts.only) if opts.only else None
+
+    run, kept_records = _existing_run(path, opts) if opts.resume else (None, {})
+    if run is not None:
+        run_id, planned = run.run_id, list(run.checks)
+        todo = [n for n in planned if n not in kept_records and (only is None or n in only)]
+        if only is not None and set(only) - set(planned):
+            raise RunError(
+                f"--only {sorted(set(only) - set(planned))}: not part of run {run_id} ({', '.join(planned)})"
+            )
+        _trim_partial_tail(path)
+    else:
+        planned = only or [c.name for c in registry.for_level(opts.level)]
+        todo = list(planned)
+        run_id = f"{opts.node}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:6]}"
+        if path.exists() and path.stat().st_size > 0:
+            path.replace(path.with_name(path.name + ".prev"))
+
+    observer.planned(run_id, todo, list(kept_records))
+    base = {"run_id": run_id, "node": opts.node, "sku": opts.sku.sku, "level": opts.level}
+    raw_dir = opts.out_dir / f"{opts.node}.raw" if opts.keep_raw else None
+    ctx = CheckContext(
+        sku=opts.sku,
+        level=opts.level,
+        node=opts.node,
+        thresholds=dict(opts.thresholds),
+        storage_path=opts.storage_path or opts.out_dir,
+        sysfs_root=opts.sysfs_root,
+        raw_dir=raw_dir,
+        options={k: dict(v) for k, v in opts.options.items()},
+    )
+    launcher = Launcher()
+    runs: list[CheckRun] = []
+    with ResultsWriter(path) as writer:
+        if run is None:
+            writer.append(
+                RunRecord.model_validate(
+                    {**base, "started": utc_now(), "checks": planned, "versions": _host_versions()}
+                )
+            )
+        for name in todo:
+            timeout = float(
+                opts.timeouts.get(
+                    name,
+                    registry.get(name).timeouts.get(opts.level, max(registry.get(name).timeouts.values())),
+                )
+            )
+            observer.started(name, timeout)
+            log = raw_dir / f"{name}.log" if raw_dir is not None else None
+            started = utc_now()
+            result, wall = launcher.run(Job(name, ctx, opts.registry, log), timeout)
+            record = _record(base, name, started, wall, result, log)
+            if log is not None and log.exists() and log.stat().st_size == 0:
+                log.unlink()  # keep logs only for checks that said something
+            writer.append(record)
+            runs.append(CheckRun(record, float(result.get("collect_s") or 0.0), wall))
+            observer.finished(record)
+    final = dict(kept_records)
+    final.update({r.record.check: r.record for r in runs})
+    return RunSummary(run_id, path, planned, list(kept_records), runs, final, time.perf_counter() - t_start)
+
+
+def _known(registry: Registry, names: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        registry.get(name)  # raises UnknownCheckError listing the known ones
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[str, CheckRecord]]:
+    if not path.exists():
+        return None, {}
+    found = read_results(path)
+    if not found.runs:
+        return None, {}
+    run = found.runs[-1]
+    if run.sku != opts.sku.sku or run.level != opts.level or run.node != opts.node:
+        raise RunError(
+            f"{path} holds run {run.run_id} (node {run.node}, sku {run.sku}, level {run.level}); "
+            f"--resume needs the same --node, --sku and --level, or drop --resume to start a new run"
+        )
+    kept: dict[str, CheckRecord] = {}
+    for rec in found.checks:
+        if rec.run_id != run.run_id:
+            continue
+        if rec.status == "error":
+            kept.pop(rec.check, None)  # re-run: an error is not an answer
+        else:
+            kept[rec.check] = rec
+    return run, kept
+
+
+def _trim_partial_tail(path: Path) -> None:
+    """Cut an unfinished last line (the runner died mid-write) so appends start on a clean line."""
+    with path.open("rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+def _host_versions() -> dict[str, str]:
+    from validation.backends.host import HostProbe
+
+    return HostProbe().host_versions()
+
+
+def _record(
+    base: dict[str, Any], name: str, started: str, wall: float, result: dict[str, Any], log: Path | None
+) -> CheckRecord:
+    fields = {
+        **base,
+        "check": name,
+        "started": started,
+        "duration_s": round(wall, 3),
+        "status": result.get("status"),
+        "reason": result.get("reason"),
+        "metrics": result.get("metrics") or {},
+        "per_device": result.get("per_device") or {},
+        "findings": result.get("findings") or [],
+        "versions": result.get("versions") or {},
+        "backend": result.get("backend") or "",
+        "error": result.get("error"),
+    }
+    try:
+        return CheckRecord.model_validate(fields)
+    except ValidationError as exc:
+        # Fail closed: a result the format rejects (a pass without metrics, a bad status) is an error.
+        problem = "; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        return _error_record(base, name, started, wall, f"check result rejected: {problem}")
+
+
+def _error_record(base: dict[str, Any], name: str, started: str, wall: float, text: str) -> CheckRecord:
+    return CheckRecord.model_validate(
+        {
+            **base,
+            "check": name,
+            "started": started,
+            "duration_s": round(wall, 3),
+            "status": "error",
+            "reason": text[:500],
+            "error": text,
+        }
+    )
+
+
+def error_result(text: str) -> dict[str, Any]:
+    return {"status": "error", "reason": text[:500], "error": text}
+
+
+class Launcher:
+    """Starts checks in processes forked from one preloaded forkserver; enforces timeouts."""
+
+    def __init__(self) -> None:
+        pin_blas_threads()  # before the forkserver starts: it and every check inherit the env
+        self._mp = mp.get_context("forkserver")
+        self._mp.set_forkserver_preload(["__main__", "validation.worker"])
+
+    def run(self, job: Job, timeout: float) -> tuple[dict[str, Any], float]:
+        recv, send = self._mp.Pipe(duplex=False)
+        proc = self._mp.Process(target=child_main, args=(job.to_json(), send), name=f"check-{job.check}")
+        t0 = time.perf_counter()
+        proc.start()
+        send.close()
+        deadline = t0 + timeout
+        try:
+            result = self._wait(proc, recv, deadline, timeout, job.log_path)
+        finally:
+            if proc.pid is not None:
+                kill_group(proc.pid)  # stragglers: ranks, fio, a check that hung in teardown
+            proc.join(1.0)
+            recv.close()
+        return result, time.perf_counter() - t0
+
+    def _wait(
+        self, proc: Any, recv: Any, deadline: float, timeout: float, log: Path | None
+    ) -> dict[str, Any]:
+        while True:
+            left = deadline - time.perf_counter()
+            if left <= 0:
+                return error_result(f"timeout after {timeout:g} s")
+            ready = wait([recv, proc.sentinel], timeout=left)
+            if recv in ready:
+                try:
+                    payload = recv.recv_bytes()
+                except (EOFError, OSError):
+                    return error_result(
+                        f"check process died before reporting (exit code {_exit(proc)}){_tail(log)}"
+                    )
+                proc.join(_EXIT_GRACE_S)
+                return _decode(payload)
+            if proc.sentinel in ready:
+                if recv.poll(0):
+                    continue  # the result arrived as the process exited: read it
+                proc.join(1.0)
+                return error_result(f"check process exited with {_exit(proc)} without a result{_tail(log)}")
+
+
+def _decode(payload: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return error_result(f"check result is not JSON: {exc}")
+    if not isinstance(data, dict) or data.get("status") not in {"pass", "fail", "error", "skip"}:
+        return error_result(f"check result has no valid status: {str(data)[:200]}")
+    return data
+
+
+def _exit(proc: Any) -> str:
+    code = proc.exitcode
+    if code is None:
+        return "no exit code"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
+
+
+def _tail(log: Path | None, limit: int = 600) -> str:
+    if log is None or not log.exists():
+        return ""
+    text = log.read_text(encoding="utf-8", errors="replace").strip()
+    return f"; log tail: {text[-limit:]}" if text else ""
+
+
+def final_status(records: Mapping[str, CheckRecord]) -> dict[Status, int]:
+    counts: dict[Status, int] = {"pass": 0, "fail": 0, "error": 0, "skip": 0}
+    for rec in records.values():
+        counts[rec.status] += 1
+    return counts
+
+
+def default_node() -> str:
+    import socket
+
+    return socket.gethostname().split(".")[0] or "localhost"
