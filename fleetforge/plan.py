@@ -67,9 +67,16 @@ def plan_spec(spec: FleetSpec, source: str = "spec") -> Plan:
         raise SpecError(source, problems)
     runtime = _runtime()
     mocks = runtime.FleetMocks(region=spec.region or "", zone=spec.zone or "", vpc_id=spec.network.vpc_id)
-    config = {f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": spec.model_dump_json(exclude_none=True)}
+    # Every field, None included: an explicit `checkpoints: null` differs from the default bucket.
+    config = {f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": spec.model_dump_json()}
     result = runtime.run(_stack_program, mocks, config)
-    resources = tuple(PlannedResource(r.type, r.name, r.inputs, r.id) for r in mocks.recorded)
+    # Registration order depends on how the runtime's RPC threads interleave; sort for stable plans.
+    resources = tuple(
+        sorted(
+            (PlannedResource(r.type, r.name, r.inputs, r.id) for r in mocks.recorded),
+            key=lambda r: (r.name, r.type),
+        )
+    )
     violations = tuple(check(Resource(r.type, r.name, r.inputs, id=r.id) for r in resources))
     return Plan(spec, resources, result.outputs, violations, tuple(result.warnings))
 

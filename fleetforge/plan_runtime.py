@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import importlib
 import logging
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +37,15 @@ PROJECT = "fleetforge"
 STACK = "plan"
 MOCK_ACCOUNT = "123456789012"
 MOCK_ROOT_DEVICE = "/dev/sda1"
+# The provider modules the AWS stack uses. Loading them warns about classes the stack never uses
+# (s3.BucketV2 and friends); load them once here, quietly, instead of inside every test's output.
+AWS_MODULES = ("autoscaling", "ec2", "fsx", "iam", "kms", "s3", "ssm", "vpc")
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    for _module in AWS_MODULES:
+        # Reading any public attribute makes the lazily imported module load.
+        getattr(importlib.import_module(f"pulumi_aws.{_module}"), "get_tags", None)
 
 
 class MockMissingError(RuntimeError):

@@ -162,7 +162,7 @@ def nodes(
         ctx.name("lt"),
         aws.ec2.LaunchTemplateArgs(
             name_prefix=ctx.name("lt-"),
-            description=f"fleetforge {args.name}: {args.sku.sku} x {args.size}",
+            description=f"fleetforge {args.name}: {args.sku.sku} nodes",
             image_id=image.id,
             instance_type=args.sku.machine_type,
             ebs_optimized="true",

@@ -41,9 +41,9 @@ def plan(
 
     for warning in result.warnings:
         err.print(Text(f"pulumi: {warning}", style="yellow"))
-    resources = sorted(result.resources, key=lambda r: (r.name, r.type))
+    resources = result.resources
     if as_json:
-        print_json({**result.as_json(), "resources": [r.as_json() for r in resources]})
+        print_json(result.as_json())
     else:
         table = Table(title=f"fleetforge plan: {spec}")
         for column in ("#", "type", "name"):

@@ -1,0 +1,59 @@
+"""fleetforge's CrossGuard policy pack: every rule of policy.rules, mandatory.
+
+    pulumi preview --policy-pack policy/      # or pulumi up --policy-pack policy/
+
+The Pulumi policy host runs this folder in its own virtual environment (PulumiPolicy.yaml,
+requirements.txt); constructing PolicyPack starts the analyzer server and blocks, which is why the
+rules live in rules.py and tests call them directly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyPack,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+try:
+    from policy import rules  # a fleetforge environment (the project's venv, tests)
+except ImportError:  # the pack's own venv: the host runs this folder, rules.py sits beside it
+    import rules  # type: ignore[no-redef]
+
+
+def resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        for message in rule.check(args.resource_type, args.props):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=validate)
+
+
+def stack_policy(rule: rules.StackRule) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        resources = [_resource(r) for r in args.resources]
+        for culprit, message in rule.check(resources):
+            report_violation(message, culprit.urn if culprit is not None else None)
+
+    return StackValidationPolicy(name=rule.name, description=rule.description, validate=validate)
+
+
+def _resource(r: Any) -> rules.Resource:
+    # Stack policies see outputs: the id is among the props of a created resource.
+    return rules.Resource(r.resource_type, r.name, r.props, id=r.props.get("id"), urn=r.urn)
+
+
+PolicyPack(
+    name="fleetforge",
+    enforcement_level=EnforcementLevel.MANDATORY,
+    policies=[
+        *(resource_policy(rule) for rule in rules.RESOURCE_RULES),
+        *(stack_policy(rule) for rule in rules.STACK_RULES),
+    ],
+)

@@ -1,0 +1,91 @@
+"""policy/__main__.py builds the CrossGuard pack from every rule. The real PolicyPack starts the
+analyzer server and blocks, so a stand-in `pulumi_policy` module records what the pack is given."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import types
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policy import rules
+from tests.conftest import ROOT
+
+
+class _Level(Enum):
+    ADVISORY = "advisory"
+    MANDATORY = "mandatory"
+
+
+class _Policy:
+    def __init__(self, name: str, description: str, validate: Any, **_: Any) -> None:
+        self.name, self.description, self.validate = name, description, validate
+
+
+class _Pack:
+    made: list[_Pack] = []
+
+    def __init__(self, name: str, policies: list[_Policy], enforcement_level: _Level | None = None) -> None:
+        self.name, self.policies, self.level = name, policies, enforcement_level
+        _Pack.made.append(self)
+
+
+class _Args:
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+@pytest.fixture
+def pack(monkeypatch: pytest.MonkeyPatch) -> _Pack:
+    fake = types.ModuleType("pulumi_policy")
+    for attr, value in {
+        "EnforcementLevel": _Level,
+        "PolicyPack": _Pack,
+        "ReportViolation": object,
+        "ResourceValidationArgs": _Args,
+        "ResourceValidationPolicy": _Policy,
+        "StackValidationArgs": _Args,
+        "StackValidationPolicy": _Policy,
+    }.items():
+        setattr(fake, attr, value)
+    monkeypatch.setitem(sys.modules, "pulumi_policy", fake)
+    _Pack.made.clear()
+    runpy.run_path(str(Path(ROOT, "policy", "__main__.py")), run_name="__main__")
+    (made,) = _Pack.made
+    return made
+
+
+def test_pack_holds_every_rule_as_mandatory(pack: _Pack) -> None:
+    assert pack.name == "fleetforge" and pack.level is _Level.MANDATORY
+    assert [p.name for p in pack.policies] == [r.name for r in (*rules.RESOURCE_RULES, *rules.STACK_RULES)]
+
+
+def test_resource_policy_reports_the_rule_messages(pack: _Pack) -> None:
+    imds = next(p for p in pack.policies if p.name == "imdsv2-required")
+    reported: list[tuple[str, str | None]] = []
+    args = _Args(resource_type=rules.LAUNCH_TEMPLATE, props={"metadataOptions": {"httpTokens": "optional"}})
+    imds.validate(args, lambda message, urn=None: reported.append((message, urn)))
+    assert reported == [("metadataOptions.httpTokens is 'optional'; IMDSv2 needs 'required'", None)]
+    reported.clear()
+    imds.validate(
+        _Args(resource_type=rules.LAUNCH_TEMPLATE, props={"metadataOptions": {"httpTokens": "required"}}),
+        lambda m, u=None: reported.append((m, u)),
+    )
+    assert reported == []
+
+
+def test_stack_policy_reports_against_the_culprit_urn(pack: _Pack) -> None:
+    homogeneity = next(p for p in pack.policies if p.name == "one-instance-type")
+    resources = [
+        _Args(
+            resource_type=rules.LAUNCH_TEMPLATE, name="a", props={"instanceType": "p5.48xlarge"}, urn="urn:a"
+        ),
+        _Args(resource_type=rules.LAUNCH_TEMPLATE, name="b", props={}, urn="urn:b"),
+    ]
+    reported: list[tuple[str, str | None]] = []
+    homogeneity.validate(_Args(resources=resources), lambda m, u=None: reported.append((m, u)))
+    assert [u for _, u in reported] == ["urn:b"]

@@ -1,0 +1,61 @@
+"""The Pulumi program itself: stack config in, a clear refusal for anything it cannot provision."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from fleetforge.plan_runtime import FleetMocks, run
+from stacks.program import main
+from tests.conftest import EXAMPLES
+from tests.stacks.plans import EXAMPLE, spec_doc
+
+
+def _run(config: dict[str, Any]) -> FleetMocks:
+    mocks = FleetMocks(region="us-east-1", zone="us-east-1a")
+    run(main, mocks, {key: json.dumps(value) for key, value in config.items()})
+    return mocks
+
+
+@pytest.mark.parametrize(
+    ("example", "message"),
+    [
+        ("gcp-a3-mega-fleet.yaml", "cloud: gcp fleets are not provisioned by the fleetforge stack yet"),
+        ("azure-ndh100-fleet.yaml", "cloud: azure fleets are not provisioned"),
+        ("onprem-hgx-h100.yaml", "cloud: on-prem fleets are configured with Ansible"),
+    ],
+)
+def test_other_clouds_are_refused_by_name_before_any_resource(example: str, message: str) -> None:
+    doc = yaml.safe_load((EXAMPLES / example).read_text())
+    mocks = FleetMocks(region="r", zone="z")
+    with pytest.raises(pulumi.RunError, match=message) as caught:
+        run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+    assert "allowed here: aws" in str(caught.value)
+    assert mocks.recorded == []
+
+
+def test_missing_config_names_the_key_and_how_to_set_it() -> None:
+    with pytest.raises(
+        pulumi.RunError, match=r"fleetforge:fleet: missing; set it with `pulumi config set --path"
+    ):
+        _run({})
+
+
+def test_bad_spec_in_config_reports_field_paths() -> None:
+    doc = spec_doc(colour="blue", network={"vpc_id": "vpc-0abc1234def567890"})
+    with pytest.raises(pulumi.RunError) as caught:
+        _run({"fleetforge:fleet": doc})
+    assert "colour: unknown key" in str(caught.value)
+    doc = spec_doc(network={"vpc_id": "vpc-0abc1234def567890"})
+    with pytest.raises(pulumi.RunError, match=r"network\.subnet_id: required with network\.vpc_id"):
+        _run({"fleetforge:fleet": doc})
+
+
+def test_config_object_builds_the_fleet() -> None:
+    mocks = _run({"fleetforge:fleet": EXAMPLE})
+    assert [r.type for r in mocks.recorded if r.type == "fleetforge:aws:Fleet"] == ["fleetforge:aws:Fleet"]
+    assert all(r.name.startswith(EXAMPLE["name"]) for r in mocks.recorded)
