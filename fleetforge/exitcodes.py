@@ -8,4 +8,5 @@ DATA = 65  # EX_DATAERR: the spec or another input file is invalid
 NO_INPUT = 66  # EX_NOINPUT: an input file does not exist or cannot be read
 UNAVAILABLE = 69  # EX_UNAVAILABLE: an optional dependency (pulumi, ansible, torch) is missing
 SOFTWARE = 70  # EX_SOFTWARE: an internal error; a bug report is welcome
+ACTION_FAILED = 75  # EX_TEMPFAIL: gate --act: an action on a rejected node failed; retry or act by hand
 INTERRUPTED = 130

@@ -10,10 +10,9 @@ path or the spec missing, 69 `--html` without matplotlib.
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -21,7 +20,7 @@ from rich.text import Text
 from fleet.catalog import UnknownSkuError, all_skus, get_sku
 from fleet.spec import FleetSpec, SpecError, load_spec
 from fleetforge import exitcodes
-from fleetforge.console import err, fail, out
+from fleetforge.console import err, fail, out, print_json
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
 from validation.records import ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
@@ -64,10 +63,36 @@ def gate(
             "--min-fleet", min=1, help="Fewest nodes for fleet statistics; below, absolute rules only."
         ),
     ] = 3,
+    act: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--act",
+            help="Act on rejected nodes (repeatable): inventory, aws-unhealthy, gcp-recreate, "
+            "azure-replace, slurm-drain, k8s-taint.",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="With --act: print exactly what would be done, do nothing.")
+    ] = False,
+    hosts_inventory: Annotated[
+        Path | None,
+        typer.Option(
+            "--hosts-inventory",
+            help="With --act: Ansible inventory (YAML) whose host vars identify each node; the "
+            "`inventory` action adds its `rejected` group there.",
+        ),
+    ] = None,
+    azure_capacity: Annotated[
+        int | None,
+        typer.Option(help="With --act azure-replace: scale-set capacity to restore (default: as read)."),
+    ] = None,
 ) -> None:
     """Judge every node's burn-in against its SKU and its peers; say whether the fleet is ready."""
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
     _check_outputs(outputs)
+    if dry_run and not act:
+        fail("--dry-run: only with --act", exitcodes.USAGE)
+    actions = _build_actions(act or [], hosts_inventory, azure_capacity)
     if html is not None:
         from validation.reports.html import MissingExtraError, require_matplotlib
 
@@ -94,14 +119,46 @@ def gate(
     finally:
         gc.unfreeze()
     _write_reports(result, outputs, fleet_spec, strict)
+    acted = _act(actions, result, hosts_inventory, dry_run) if actions else None
     if as_json:
-        from validation.reports.document import render_json
+        from validation.reports.document import to_document
 
-        sys.stdout.write(render_json(result, strict))
-        sys.stdout.flush()
+        document = to_document(result, strict)
+        if acted is not None:
+            document["actions"] = acted.to_json()
+        print_json(document)
     else:
         _print_text(result, strict)
+        if acted is not None:
+            out.print(Text(acted.render()))
+    if acted is not None and not acted.ok:
+        raise typer.Exit(exitcodes.ACTION_FAILED)
     raise typer.Exit(EXIT[result.outcome(strict)])
+
+
+def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacity: int | None) -> list[Any]:
+    """Check action names, options and SDKs before anything is judged or changed."""
+    if not names:
+        return []
+    from validation.actions import ActionError, ActionOptions, build_actions
+
+    try:
+        return build_actions(
+            names, ActionOptions(inventory_path=hosts_inventory, azure_capacity=azure_capacity)
+        )
+    except ActionError as exc:
+        fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
+
+
+def _act(actions: list[Any], result: GateResult, hosts_inventory: Path | None, dry_run: bool) -> Any:
+    from validation.actions import ActionError, load_inventory_hostvars, rejected_nodes, run_actions
+
+    rejects = [(v.node, [r.message for r in v.reasons]) for v in result.nodes if not v.accepted]
+    try:
+        hostvars = load_inventory_hostvars(hosts_inventory) if hosts_inventory is not None else {}
+        return run_actions(actions, rejected_nodes(rejects, hostvars), dry_run=dry_run)
+    except ActionError as exc:
+        fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
 
 
 def _check_outputs(outputs: dict[str, Path | None]) -> None:

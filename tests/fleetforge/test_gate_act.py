@@ -1,0 +1,84 @@
+"""`fleetforge gate --act`: dry runs change nothing; real runs act on exactly the rejected nodes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleetforge import exitcodes
+from fleetforge.cli import main
+from tests.validation.gate_fixtures import fleet, write
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    # node3 computes at 60 % of its peers: below the p5.48xlarge floor and a fleet outlier
+    return write(tmp_path / "r", fleet(5, node3={"scale": {"gemm_bf16_tflops": 0.6}}))
+
+
+@pytest.fixture
+def inventory(tmp_path: Path) -> Path:
+    path = tmp_path / "hosts.yaml"
+    hosts = {f"node{i}": {"slurm_node_name": f"gpu{i:03d}"} for i in range(1, 6)}
+    path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    return path
+
+
+def test_dry_run_prints_the_steps_and_changes_nothing(
+    results: Path, inventory: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = inventory.read_text()
+    code, out, _ = run(
+        capsys, "gate", results, "--act", "inventory", "--hosts-inventory", inventory, "--dry-run"
+    )
+    assert code == exitcodes.REJECTED
+    assert "dry run" in out and "node3" in out
+    assert inventory.read_text() == before
+
+
+def test_inventory_action_groups_exactly_the_rejected_node(
+    results: Path, inventory: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "gate", results, "--act", "inventory", "--hosts-inventory", inventory, "--json"
+    )
+    assert code == exitcodes.REJECTED
+    doc = json.loads(out)
+    assert doc["actions"]["ok"] is True
+    assert [s["node"] for s in doc["actions"]["steps"]] == ["node3"]
+    written = yaml.safe_load(inventory.read_text())
+    assert set(written["all"]["children"]["rejected"]["hosts"]) == {"node3"}
+
+
+def test_a_failed_action_exits_75(
+    results: Path,
+    inventory: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'slurm_update error: Invalid node name specified' >&2\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    code, out, _ = run(capsys, "gate", results, "--act", "slurm-drain", "--hosts-inventory", inventory)
+    assert code == exitcodes.ACTION_FAILED
+    assert "FAILED" in out and "node3" in out
+
+
+def test_bad_act_usage(results: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "gate", results, "--dry-run")[0] == exitcodes.USAGE
+    code, _, err = run(capsys, "gate", results, "--act", "reboot")
+    assert code == exitcodes.USAGE and "inventory" in err
