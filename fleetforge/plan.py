@@ -33,6 +33,7 @@ class PlannedResource:
     name: str
     inputs: dict[str, Any]
     id: str
+    urn: str
 
     def as_json(self) -> dict[str, Any]:
         return {"type": self.type, "name": self.name, "inputs": self.inputs}
@@ -73,11 +74,11 @@ def plan_spec(spec: FleetSpec, source: str = "spec") -> Plan:
     # Registration order depends on how the runtime's RPC threads interleave; sort for stable plans.
     resources = tuple(
         sorted(
-            (PlannedResource(r.type, r.name, r.inputs, r.id) for r in mocks.recorded),
+            (PlannedResource(r.type, r.name, r.inputs, r.id, r.urn) for r in mocks.recorded),
             key=lambda r: (r.name, r.type),
         )
     )
-    violations = tuple(check(Resource(r.type, r.name, r.inputs, id=r.id) for r in resources))
+    violations = tuple(check(Resource(r.type, r.name, r.inputs, id=r.id, urn=r.urn) for r in resources))
     return Plan(spec, resources, result.outputs, violations, tuple(result.warnings))
 
 

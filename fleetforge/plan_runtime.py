@@ -58,6 +58,7 @@ class Recorded:
     name: str
     inputs: dict[str, Any]
     id: str
+    urn: str = ""  # filled in after the run: it encodes the parent chain (parent-type$type)
 
 
 def _plain(value: Any) -> Any:
@@ -251,7 +252,10 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
     try:
         runtime_settings.reset_options(project=PROJECT, stack=STACK, preview=False)
         runtime_config.set_all_config(config, [])
-        runtime_mocks.set_mocks(mocks, project=PROJECT, stack=STACK, preview=False, logger=logger)
+        monitor = runtime_mocks.MockMonitor(mocks)
+        runtime_mocks.set_mocks(
+            mocks, project=PROJECT, stack=STACK, preview=False, logger=logger, monitor=monitor
+        )
         root = runtime_settings.get_root_resource()
         if not isinstance(root, runtime_stack.Stack):
             raise RuntimeError("pulumi.runtime.set_mocks did not create a root stack")
@@ -263,12 +267,22 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
             return dict(resolved or {})
 
         outputs = loop.run_until_complete(program_then_outputs())
+        _attach_urns(mocks.recorded, monitor.get_registered_resources())
         return Run(outputs=outputs, warnings=list(collect.messages))
     finally:
         _drain(loop)
         loop.close()
         asyncio.set_event_loop(None)
         logger.removeHandler(collect)
+
+
+def _attach_urns(recorded: list[Recorded], registered: Mapping[str, Any]) -> None:
+    by_key = {}
+    for urn in registered:
+        qualified_type, name = urn.split("::")[-2:]
+        by_key[(qualified_type.split("$")[-1], name)] = urn
+    for r in recorded:
+        r.urn = by_key.get((r.type, r.name), "")
 
 
 def _drain(loop: asyncio.AbstractEventLoop) -> None:

@@ -343,3 +343,24 @@ def test_outputs_have_the_common_shape() -> None:
     assert out["fabric"]["nics"] == 32 and len(out["fabric"]["interfaces"]) == 33
     assert out["tags"]["owner"] == "ml-platform" and out["tags"]["dataset"] == "web-2026-10"
     assert plan.warnings == ()  # no deprecated provider arguments
+
+
+def test_every_resource_is_a_child_of_the_component() -> None:
+    plan = plan_of(spec_doc())
+    (component,) = [r for r in plan.resources if r.type == "fleetforge:aws:Fleet"]
+    assert component.urn == "urn:pulumi:plan::fleetforge::pulumi:pulumi:Stack$fleetforge:aws:Fleet::llm-pretrain-p5"
+    for r in plan.resources:
+        if r is not component:
+            assert r.urn.split("::")[2] == f"fleetforge:aws:Fleet${r.type}", r.urn  # parent=self
+
+
+def test_capacity_in_tib_counts_as_fsx_does() -> None:
+    plan = plan_of(
+        spec_doc(
+            storage={
+                "filesystem": {"kind": "fsx-lustre", "capacity_tib": 2.4, "throughput_mbps_per_tib": 500}
+            }
+        )
+    )
+    fs = one(plan, FSX).inputs
+    assert fs["storageCapacity"] == 2400 and fs["perUnitStorageThroughput"] == 500

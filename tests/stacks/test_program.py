@@ -59,3 +59,20 @@ def test_config_object_builds_the_fleet() -> None:
     mocks = _run({"fleetforge:fleet": EXAMPLE})
     assert [r.type for r in mocks.recorded if r.type == "fleetforge:aws:Fleet"] == ["fleetforge:aws:Fleet"]
     assert all(r.name.startswith(EXAMPLE["name"]) for r in mocks.recorded)
+
+
+def test_existing_subnet_in_another_zone_is_refused_at_deploy_time() -> None:
+    doc = spec_doc(network={"subnet_id": "subnet-0abc1234def567890"})
+    mocks = FleetMocks(region="us-east-1", zone="us-east-1b")  # AWS says the subnet is elsewhere
+    with pytest.raises(
+        pulumi.RunError, match="subnet-0abc1234def567890 is in us-east-1b, not the spec's zone us-east-1a"
+    ):
+        run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+
+
+def test_existing_subnet_alone_finds_its_vpc() -> None:
+    doc = spec_doc(network={"subnet_id": "subnet-0abc1234def567890"})
+    mocks = FleetMocks(region="us-east-1", zone="us-east-1a", vpc_id="vpc-0fedcba9876543210")
+    run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+    groups = [r for r in mocks.recorded if r.type == "aws:ec2/securityGroup:SecurityGroup"]
+    assert groups and all(g.inputs["vpcId"] == "vpc-0fedcba9876543210" for g in groups)
