@@ -24,8 +24,7 @@ def plan(
 ) -> None:
     """Run the stack program under Pulumi's mocks (no cloud, no Pulumi CLI) and show what it creates.
 
-    Exits 1 when a policy rule is violated, 65 for a spec the stack cannot provision, 69 without
-    the Pulumi SDK (the `cloud` extra).
+    Exit 1: a policy rule is violated; 65: the stack cannot provision the spec; 69: no Pulumi SDK.
     """
     # Imported here so `fleetforge --help` never loads the planner.
     from fleetforge.plan import PulumiUnavailableError, plan_file

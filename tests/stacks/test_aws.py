@@ -348,7 +348,10 @@ def test_outputs_have_the_common_shape() -> None:
 def test_every_resource_is_a_child_of_the_component() -> None:
     plan = plan_of(spec_doc())
     (component,) = [r for r in plan.resources if r.type == "fleetforge:aws:Fleet"]
-    assert component.urn == "urn:pulumi:plan::fleetforge::pulumi:pulumi:Stack$fleetforge:aws:Fleet::llm-pretrain-p5"
+    assert (
+        component.urn
+        == "urn:pulumi:plan::fleetforge::pulumi:pulumi:Stack$fleetforge:aws:Fleet::llm-pretrain-p5"
+    )
     for r in plan.resources:
         if r is not component:
             assert r.urn.split("::")[2] == f"fleetforge:aws:Fleet${r.type}", r.urn  # parent=self
