@@ -218,6 +218,7 @@ def _problems(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         yield "sku", f"{spec.sku} is a {sku.cloud} SKU, not {spec.cloud}; allowed: {', '.join(names)}"
         return
     yield from _location_rules(spec)
+    yield from _aws_id_rules(spec)
     yield from _size_rules(spec, sku)
     yield from _capacity_rules(spec)
     yield from _storage_rules(spec)
@@ -237,6 +238,41 @@ def _location_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
             yield "zone", f"{spec.zone!r} is not an Azure availability zone; allowed: 1, 2, 3"
     elif spec.region and not spec.zone.startswith(spec.region):
         yield "zone", f"{spec.zone!r} is not in region {spec.region!r} (expected {spec.region}<letter>)"
+
+
+_AWS_IDS = {
+    "network.vpc_id": ("vpc", re.compile(r"vpc-[0-9a-f]{8,17}")),
+    "network.subnet_id": ("subnet", re.compile(r"subnet-[0-9a-f]{8,17}")),
+    "image": ("AMI", re.compile(r"ami-[0-9a-f]{8,17}")),
+}
+_AWS_SG = re.compile(r"sg-[0-9a-f]{8,17}")
+
+
+def _aws_id_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    """AWS resource ids the spec names must look like AWS resource ids."""
+    if spec.cloud != "aws":
+        return
+    net = spec.network
+    values = {"network.vpc_id": net.vpc_id, "network.subnet_id": net.subnet_id, "image": spec.image}
+    for path, value in values.items():
+        kind, pattern = _AWS_IDS[path]
+        if value is not None and not pattern.fullmatch(value):
+            prefix = pattern.pattern.split("-")[0]
+            yield path, f"{value!r} is not an {kind} id; allowed: {prefix}-<8 to 17 hex digits>"
+    if net.vpc_id is not None and net.subnet_id is None:
+        yield (
+            "network.subnet_id",
+            "required with network.vpc_id: the stack creates subnets only in a VPC it creates; "
+            f"name a private subnet in {spec.zone}",
+        )
+    if net.bastion is not None and not _AWS_SG.fullmatch(net.bastion):
+        try:
+            ipaddress.IPv4Address(net.bastion)
+        except ValueError:
+            yield (
+                "network.bastion",
+                f"{net.bastion!r}: on aws, allowed: a security group id (sg-<hex>) or an IPv4 address",
+            )
 
 
 def _size_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:

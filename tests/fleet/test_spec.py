@@ -37,6 +37,25 @@ DELETE = object()
 
 # (id, document, field path the error must name, fragment of what is allowed / why)
 BAD: list[tuple[str, dict[str, Any], str, str]] = [
+    (
+        "aws-vpc-without-subnet",
+        with_(AWS, "network.vpc_id", "vpc-0abc1234def567890"),
+        "network.subnet_id",
+        "required with network.vpc_id",
+    ),
+    (
+        "aws-subnet-id-format",
+        with_(AWS, "network.subnet_id", "my-subnet"),
+        "network.subnet_id",
+        "subnet-<8 to 17 hex",
+    ),
+    ("aws-ami-format", with_(AWS, "image", "ubuntu-22.04"), "image", "ami-<8 to 17 hex"),
+    (
+        "aws-bastion-form",
+        with_(AWS, "network.bastion", "jump.example"),
+        "network.bastion",
+        "security group id",
+    ),
     ("unknown-top-key", with_(AWS, "colour", "blue"), "colour", "allowed here"),
     (
         "unknown-nested-key",
