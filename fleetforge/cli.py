@@ -21,6 +21,7 @@ COMMANDS = (
     "fleetforge.commands.gate",
     "fleetforge.commands.plan",
     "fleetforge.commands.burnin",
+    "fleetforge.commands.inventory",
 )
 
 app = typer.Typer(

@@ -1,0 +1,121 @@
+"""`fleetforge inventory SPEC | --stack-outputs FILE [-o FILE]`: the Ansible inventory for site.yml.
+
+Exit codes (docs/exit-codes.md): 0 written, 64 neither or both inputs, 65 the spec or the outputs
+cannot make an inventory (named field), 66 an input file missing or unreadable; 64 also when
+-o cannot be written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.text import Text
+
+from fleet.spec import SpecError, load_spec
+from fleetforge import exitcodes
+from fleetforge.console import err, fail
+from fleetforge.inventory import InventoryError, from_spec, from_stack_outputs, render
+
+
+def inventory(
+    spec: Annotated[
+        Path | None, typer.Argument(help="On-prem fleet spec (YAML) whose hosts become the inventory.")
+    ] = None,
+    stack_outputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--stack-outputs",
+            help="Stack outputs JSON (`pulumi stack output --json`): writes the cloud's dynamic inventory "
+            "plugin configuration for the fleet's group.",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", help="Write here instead of stdout (aws_ec2 needs a name ending aws_ec2.yml)."
+        ),
+    ] = None,
+) -> None:
+    """Write an Ansible inventory with the groups playbooks/site.yml applies roles by."""
+    if (spec is None) == (stack_outputs is None):
+        fail("give an on-prem spec file or --stack-outputs FILE (exactly one)", exitcodes.USAGE)
+    try:
+        if spec is not None:
+            doc = from_spec(_load(spec))
+            source = str(spec)
+        else:
+            assert stack_outputs is not None
+            doc = from_stack_outputs(_read_outputs(stack_outputs))
+            source = str(stack_outputs)
+    except InventoryError as exc:
+        fail(f"{source_name(spec, stack_outputs)}: {exc}", exitcodes.DATA)
+    if (
+        output is not None
+        and doc.get("plugin") == "amazon.aws.aws_ec2"
+        and not output.name.endswith(("aws_ec2.yml", "aws_ec2.yaml"))
+    ):
+        fail(
+            f"-o {output}: the aws_ec2 inventory plugin only reads files named *aws_ec2.yml", exitcodes.USAGE
+        )
+    text = render(doc, source)
+    if output is None:
+        typer.echo(text, nl=False)  # plain: the inventory is piped to files and tools
+        return
+    _write_atomically(output, text)
+    err.print(Text(f"wrote {output}"))
+
+
+def source_name(spec: Path | None, stack_outputs: Path | None) -> str:
+    return str(spec if spec is not None else stack_outputs)
+
+
+def _load(path: Path) -> Any:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        missing = len(exc.problems) == 1 and exc.problems[0][1] == "no such file"
+        err.print(Text(exc.render(), style="red"))
+        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
+
+
+def _read_outputs(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        fail(f"{path}: no such file", exitcodes.NO_INPUT)
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        fail(f"{path}: cannot read ({exc.__class__.__name__})", exitcodes.NO_INPUT)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        fail(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})", exitcodes.DATA)
+    if not isinstance(data, dict):
+        fail(
+            f"{path}: stack outputs are a JSON object of sections, got {type(data).__name__}", exitcodes.DATA
+        )
+    return data
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write then rename, so a failed run never leaves a half inventory for Ansible to read."""
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+    except OSError as exc:
+        fail(f"-o {path}: cannot write ({exc.strerror})", exitcodes.USAGE)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        fail(f"-o {path}: cannot write ({exc.strerror})", exitcodes.USAGE)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("inventory")(inventory)

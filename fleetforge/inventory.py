@@ -1,0 +1,251 @@
+"""Ansible inventories for playbooks/site.yml, from an on-prem spec or from a cloud stack's outputs.
+
+The groups are what site.yml applies roles by, and they follow from the SKU and the spec:
+
+  gpu_nodes        the SKU's accelerators are NVIDIA GPUs; gpu_facts must then see exactly
+                   accelerators_per_node of them (gpu_facts_expected_nvidia_gpus)
+  ib_nodes         the fabric is InfiniBand or RoCE (GPUDirect RDMA); doca_ofed must see the SKU's HCAs
+  lustre_clients   the spec's file system is Lustre (on-prem) or a managed Lustre (FSx, Managed, AMLFS)
+  beegfs_clients   the spec's file system is BeeGFS
+  nvmeof_clients   always present, empty: the spec has no NVMe-oF section yet; add hosts by hand
+
+Every group is written even when empty, so site.yml's plays match a group rather than warn.
+An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet is one scale-out
+group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
+plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
+node_filter, reaching nodes by private address), with the same groups and variables.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.spec import FleetSpec
+
+GROUPS = ("gpu_nodes", "ib_nodes", "lustre_clients", "beegfs_clients", "nvmeof_clients")
+NCCL_FABRIC = {
+    "infiniband": "infiniband",
+    "gpudirect-rdma": "roce",
+    "efa": "efa",
+    "gpudirect-tcpx": "tcp",
+    "gpudirect-tcpxo": "tcp",
+    "ethernet": "tcp",
+}
+RDMA_FABRICS = {"infiniband", "gpudirect-rdma"}
+LUSTRE_KINDS = {"lustre", "fsx-lustre", "managed-lustre", "amlfs"}
+# Managed Lustre services speak LNet over TCP; an on-prem o2ib NID says InfiniBand.
+_NID = re.compile(r"^[A-Za-z0-9.:-]+@(tcp|o2ib)[0-9]*$")
+_MOUNT_SOURCE = re.compile(r"^(?P<nids>[^/]+):/(?P<fsname>[A-Za-z0-9_]{1,8})$")
+
+
+class InventoryError(ValueError):
+    """Input that cannot become an inventory; `field` names what is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def from_spec(spec: FleetSpec) -> dict[str, Any]:
+    """A static inventory: every host of an on-prem spec, grouped for site.yml."""
+    if spec.cloud != "onprem" or not spec.hosts:
+        raise InventoryError(
+            "cloud",
+            f"{spec.cloud} fleets have no host list in the spec; write the inventory from the stack's "
+            "outputs with --stack-outputs",
+        )
+    sku = spec.catalog_sku
+    hosts: dict[str, dict[str, Any]] = {}
+    for h in spec.hosts:
+        entry: dict[str, Any] = {"ansible_host": h.address}
+        if h.port != 22:
+            entry["ansible_port"] = h.port
+        if h.user:
+            entry["ansible_user"] = h.user
+        hosts[h.name] = entry
+    names = list(hosts)
+    fs = spec.storage.filesystem
+    storage: dict[str, Any] | None = None
+    if fs is not None and fs.kind == "lustre":
+        storage = {
+            "kind": "lustre",
+            "lustre_client_mgs_nids": list(fs.mgs_nids or ()),
+            "lustre_client_fsname": fs.fsname,
+            "lustre_client_mount_point": fs.mount_point,
+        }
+    elif fs is not None and fs.kind == "beegfs":
+        storage = {
+            "kind": "beegfs",
+            "beegfs_client_mgmtd_host": fs.mgmtd_host,
+            "beegfs_client_mount_point": fs.mount_point,
+        }
+    groups = _groups(sku, storage)
+    children = {g: {"hosts": {n: None for n in names} if members else {}} for g, members in groups.items()}
+    for g, gvars in _group_vars(sku, storage).items():
+        if gvars and groups[g]:
+            children[g]["vars"] = gvars
+    return {
+        "all": {
+            "hosts": hosts,
+            "vars": _fleet_vars(spec.name, sku, spec.validation.pinned_versions),
+            "children": children,
+        }
+    }
+
+
+def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A dynamic inventory plugin configuration for the stack's scale-out group."""
+    fleet = _section(outputs, "fleet")
+    group = _section(outputs, "group")
+    sku_name = fleet.get("sku")
+    try:
+        sku = get_sku(str(sku_name))
+    except UnknownSkuError:
+        raise InventoryError("fleet.sku", f"unknown SKU {sku_name!r}") from None
+    storage_out = outputs.get("storage")
+    storage: dict[str, Any] | None = None
+    if storage_out is not None:
+        if not isinstance(storage_out, Mapping):
+            raise InventoryError("storage", "expected a mapping or null")
+        storage = _lustre_from_outputs(storage_out)
+    kind = group.get("kind")
+    if kind != "aws-autoscaling-group":
+        raise InventoryError(
+            "group.kind",
+            f"{kind!r} has no inventory plugin mapping yet; supported: aws-autoscaling-group",
+        )
+    node_filter = group.get("node_filter")
+    if not isinstance(node_filter, Mapping) or not node_filter:
+        raise InventoryError("group.node_filter", "expected a non-empty mapping of EC2 filter -> value")
+    region = group.get("region") or fleet.get("region")
+    if not isinstance(region, str) or not region:
+        raise InventoryError("group.region", "required to list the group's instances")
+    groups = _groups(sku, storage)
+    # Jinja conditions: a node of this group belongs to every group the SKU and spec imply.
+    # The plugin's compose sets per-host variables; group-level facts are the same for every node.
+    compose: dict[str, str] = {"ansible_host": "private_ip_address"}
+    merged: dict[str, Any] = _fleet_vars(str(fleet.get("name", "")), sku, {})
+    for g, gvars in _group_vars(sku, storage).items():
+        if groups[g]:
+            merged.update(gvars)
+    for key, value in merged.items():
+        compose[key] = _jinja_literal(value)
+    return {
+        "plugin": "amazon.aws.aws_ec2",
+        "regions": [region],
+        "filters": {**{str(k): v for k, v in node_filter.items()}, "instance-state-name": ["running"]},
+        "hostnames": ["private-ip-address"],
+        "compose": compose,
+        "groups": {g: "true" if members else "false" for g, members in groups.items()},
+    }
+
+
+def render(inventory: Mapping[str, Any], source: str) -> str:
+    header = (
+        f"# Ansible inventory written by `fleetforge inventory` from {source}; regenerate, do not edit.\n"
+    )
+    return header + yaml.safe_dump(dict(inventory), sort_keys=False, default_flow_style=False)
+
+
+def default_output_name(inventory: Mapping[str, Any], fleet_name: str) -> str:
+    """amazon.aws.aws_ec2 only reads files named *aws_ec2.yml; static inventories take any name."""
+    return (
+        f"{fleet_name}.aws_ec2.yml"
+        if inventory.get("plugin") == "amazon.aws.aws_ec2"
+        else f"{fleet_name}.yml"
+    )
+
+
+# --------------------------------------------------------------------------- shared pieces
+
+
+def _groups(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, bool]:
+    acc = sku.accelerator
+    kind = storage["kind"] if storage else None
+    return {
+        "gpu_nodes": acc.kind == "gpu" and acc.vendor == "nvidia" and sku.accelerators_per_node > 0,
+        "ib_nodes": sku.fabric.kind in RDMA_FABRICS and sku.fabric.nics > 0,
+        "lustre_clients": kind == "lustre",
+        "beegfs_clients": kind == "beegfs",
+        "nvmeof_clients": False,
+    }
+
+
+def _group_vars(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    fabric = sku.fabric
+    gpu: dict[str, Any] = {
+        "gpu_facts_expected_nvidia_gpus": sku.accelerators_per_node,
+        "nccl_fabric": NCCL_FABRIC.get(fabric.kind, "tcp"),
+    }
+    ib: dict[str, Any] = {"doca_ofed_expected_hcas": fabric.nics}
+    store = {k: v for k, v in (storage or {}).items() if k != "kind"}
+    return {
+        "gpu_nodes": gpu,
+        "ib_nodes": ib,
+        "lustre_clients": store if storage and storage["kind"] == "lustre" else {},
+        "beegfs_clients": store if storage and storage["kind"] == "beegfs" else {},
+        "nvmeof_clients": {},
+    }
+
+
+def _fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"fleetforge_fleet": name, "fleetforge_sku": sku.sku}
+    driver = pinned.get("driver")
+    if driver:
+        # "570.133.20" pins the branch the driver role installs; the gate checks the full version.
+        out["nvidia_driver_branch"] = driver.split(".")[0]
+    cuda = pinned.get("cuda")
+    if cuda and re.fullmatch(r"\d+\.\d+(\.\d+)?", cuda):
+        out["cuda_toolkit_version"] = ".".join(cuda.split(".")[:2])
+    return out
+
+
+def _section(outputs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = outputs.get(name)
+    if not isinstance(value, Mapping):
+        raise InventoryError(
+            name, "missing: stack outputs carry fleet, group, fabric, storage, checkpoints, tags"
+        )
+    return value
+
+
+def _lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
+    kind = storage.get("kind")
+    if kind not in LUSTRE_KINDS:
+        return None
+    source = storage.get("mount_source")
+    match = _MOUNT_SOURCE.match(source) if isinstance(source, str) else None
+    nids = match.group("nids").split(":") if match else []
+    if not match or not all(_NID.match(n) for n in nids):
+        raise InventoryError(
+            "storage.mount_source", f"{source!r} is not a Lustre mount source (<nid>[:<nid>]:/<fsname>)"
+        )
+    return {
+        "kind": "lustre",
+        "lustre_client_mgs_nids": nids,
+        "lustre_client_fsname": match.group("fsname"),
+        "lustre_client_mount_point": storage.get("mount_point") or "/lustre",
+        # Managed Lustre is reached over TCP from the VPC; the vendor's repository is configured
+        # on the image, not by the role.
+        "lustre_client_lnet_networks": "tcp0(eth0)",
+        "lustre_client_manage_repo": False,
+    }
+
+
+def _jinja_literal(value: Any) -> str:
+    """A compose expression that evaluates to `value` (compose values are Jinja expressions)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_jinja_literal(v) for v in value) + "]"
+    raise TypeError(f"no Jinja literal for {type(value).__name__}")

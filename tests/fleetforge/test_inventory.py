@@ -1,0 +1,225 @@
+"""`fleetforge inventory`: groups from the SKU and the spec, Ansible reads what it writes, bad input fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.spec import load_spec
+from fleetforge import exitcodes
+from fleetforge.cli import main
+from fleetforge.inventory import GROUPS, InventoryError, from_spec, from_stack_outputs
+from tests.conftest import EXAMPLES
+
+BIN = Path(sys.executable).parent
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def ansible_inventory(path: Path) -> dict[str, Any]:
+    """What Ansible itself makes of an inventory file (groups, members, merged host variables)."""
+    done = subprocess.run(
+        [str(BIN / "ansible-inventory"), "-i", str(path), "--list"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def onprem_spec(tmp_path: Path, **changes: Any) -> Path:
+    doc = yaml.safe_load((EXAMPLES / "onprem-hgx-h100.yaml").read_text())
+    doc.update(changes)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def aws_outputs(**storage: Any) -> dict[str, Any]:
+    """Stack outputs in the shape stacks/outputs.py documents, for a p5 fleet."""
+    return {
+        "fleet": {"name": "train-a", "cloud": "aws", "sku": "p5.48xlarge", "region": "us-east-2", "nodes": 4},
+        "group": {
+            "kind": "aws-autoscaling-group",
+            "name": "train-a-asg",
+            "region": "us-east-2",
+            "node_filter": {"tag:aws:autoscaling:groupName": "train-a-asg"},
+        },
+        "fabric": {"kind": "efa", "nics": 32},
+        "storage": storage or None,
+        "checkpoints": None,
+        "tags": {"owner": "ml"},
+    }
+
+
+def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "inventory.yml"
+    code, _, err = run(capsys, "inventory", str(EXAMPLES / "onprem-hgx-h100.yaml"), "-o", str(out))
+    assert code == exitcodes.OK, err
+    inv = ansible_inventory(out)
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04"]
+    # HGX H100: NVIDIA GPUs, InfiniBand fabric, Lustre in the spec; no BeeGFS, no NVMe-oF section.
+    assert sorted(inv["gpu_nodes"]["hosts"]) == hosts
+    assert sorted(inv["ib_nodes"]["hosts"]) == hosts
+    assert sorted(inv["lustre_clients"]["hosts"]) == hosts
+    for empty in ("beegfs_clients", "nvmeof_clients"):
+        assert "hosts" not in inv.get(empty, {})
+    hv = inv["_meta"]["hostvars"]["gpu03"]
+    assert hv["ansible_host"] == "10.1.0.13"
+    assert hv["gpu_facts_expected_nvidia_gpus"] == 8  # the SKU's GPUs per node
+    assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
+    assert hv["nccl_fabric"] == "infiniband"
+    assert hv["nvidia_driver_branch"] == "570"  # from validation.pinned_versions.driver 570.133.20
+    assert hv["lustre_client_mgs_nids"] == ["10.1.0.2@o2ib"] and hv["lustre_client_fsname"] == "scratch"
+
+
+def test_stdout_equals_file_and_cpu_fleet_has_no_gpu_or_ib_nodes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    spec = onprem_spec(
+        tmp_path,
+        sku="cpu",
+        nodes=2,
+        spares=0,
+        hosts=[
+            {"name": "c1", "address": "10.2.0.1", "port": 2222, "user": "ops"},
+            {"name": "c2", "address": "c2.lab"},
+        ],
+        storage={
+            "filesystem": {"kind": "beegfs", "mgmtd_host": "mgmt.lab", "mount_point": "/beegfs"},
+            "checkpoints": None,
+        },
+        validation={"level": "quick"},
+    )
+    code, stdout, _ = run(capsys, "inventory", str(spec))
+    assert code == exitcodes.OK
+    out = tmp_path / "inv.yml"
+    out.write_text(stdout)
+    inv = ansible_inventory(out)
+    for group in ("gpu_nodes", "ib_nodes", "lustre_clients"):
+        assert "hosts" not in inv.get(group, {}), group
+    assert sorted(inv["beegfs_clients"]["hosts"]) == ["c1", "c2"]
+    c1 = inv["_meta"]["hostvars"]["c1"]
+    assert (c1["ansible_port"], c1["ansible_user"]) == (2222, "ops")
+    assert c1["beegfs_client_mgmtd_host"] == "mgmt.lab" and c1["beegfs_client_mount_point"] == "/beegfs"
+    assert "gpu_facts_expected_nvidia_gpus" not in c1
+
+
+def test_every_group_is_written_even_when_empty() -> None:
+    doc = from_spec(load_spec(EXAMPLES / "onprem-hgx-h100.yaml"))
+    assert set(GROUPS) <= set(doc["all"]["children"])
+
+
+def test_stack_outputs_become_an_aws_ec2_plugin_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(
+        json.dumps(
+            aws_outputs(
+                kind="fsx-lustre",
+                mount_source="fs-0abc.fsx.us-east-2.amazonaws.com@tcp:/x7yz",
+                mount_point="/fsx",
+            )
+        )
+    )
+    target = tmp_path / "train-a.aws_ec2.yml"
+    code, _, err = run(capsys, "inventory", "--stack-outputs", str(outputs), "-o", str(target))
+    assert code == exitcodes.OK, err
+    doc = yaml.safe_load(target.read_text())
+    assert doc["plugin"] == "amazon.aws.aws_ec2"
+    assert doc["regions"] == ["us-east-2"]
+    assert doc["filters"]["tag:aws:autoscaling:groupName"] == "train-a-asg"
+    assert doc["filters"]["instance-state-name"] == ["running"]
+    assert doc["hostnames"] == ["private-ip-address"]  # nodes have no public address
+    assert doc["groups"] == {
+        "gpu_nodes": "true",
+        "ib_nodes": "false",  # EFA is not InfiniBand/RoCE
+        "lustre_clients": "true",
+        "beegfs_clients": "false",
+        "nvmeof_clients": "false",
+    }
+    assert doc["compose"]["gpu_facts_expected_nvidia_gpus"] == "8"
+    assert doc["compose"]["nccl_fabric"] == "'efa'"
+    assert doc["compose"]["lustre_client_mgs_nids"] == "['fs-0abc.fsx.us-east-2.amazonaws.com@tcp']"
+    assert doc["compose"]["lustre_client_fsname"] == "'x7yz'"
+    # Every key we write is an option the installed plugin documents.
+    docs = subprocess.run(
+        [str(BIN / "ansible-doc"), "-t", "inventory", "amazon.aws.aws_ec2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    options = json.loads(docs.stdout)["amazon.aws.aws_ec2"]["doc"]["options"]
+    assert set(doc) - {"plugin"} <= set(options)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "needle"),
+    [
+        ([], exitcodes.USAGE, "exactly one"),
+        (["SPEC", "--stack-outputs", "OUT"], exitcodes.USAGE, "exactly one"),
+        (["MISSING"], exitcodes.NO_INPUT, "no such file"),
+        (["--stack-outputs", "MISSING"], exitcodes.NO_INPUT, "no such file"),
+        (["--stack-outputs", "NOTJSON"], exitcodes.DATA, "not JSON"),
+        (["--stack-outputs", "LIST"], exitcodes.DATA, "JSON object"),
+        (["--stack-outputs", "NOFLEET"], exitcodes.DATA, "fleet: missing"),
+        (["--stack-outputs", "BADSKU"], exitcodes.DATA, "fleet.sku: unknown SKU"),
+        (["--stack-outputs", "GKE"], exitcodes.DATA, "group.kind"),
+        (["--stack-outputs", "BADLUSTRE"], exitcodes.DATA, "storage.mount_source"),
+        (["--stack-outputs", "OUT", "-o", "plain.yml"], exitcodes.USAGE, "aws_ec2.yml"),
+        ([str(EXAMPLES / "aws-p5-fleet.yaml")], exitcodes.DATA, "--stack-outputs"),
+    ],
+)
+def test_bad_input_exits_with_a_named_reason(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], code: int, needle: str
+) -> None:
+    files = {
+        "SPEC": EXAMPLES / "onprem-hgx-h100.yaml",
+        "OUT": tmp_path / "out.json",
+        "MISSING": tmp_path / "missing.json",
+        "NOTJSON": tmp_path / "bad.json",
+        "LIST": tmp_path / "list.json",
+        "NOFLEET": tmp_path / "nofleet.json",
+        "BADSKU": tmp_path / "badsku.json",
+        "GKE": tmp_path / "gke.json",
+        "BADLUSTRE": tmp_path / "badlustre.json",
+    }
+    files["OUT"].write_text(json.dumps(aws_outputs()))
+    files["NOTJSON"].write_text("{nope")
+    files["LIST"].write_text("[]")
+    files["NOFLEET"].write_text(json.dumps({k: v for k, v in aws_outputs().items() if k != "fleet"}))
+    bad_sku = aws_outputs()
+    bad_sku["fleet"]["sku"] = "p9.huge"
+    files["BADSKU"].write_text(json.dumps(bad_sku))
+    gke = aws_outputs()
+    gke["group"]["kind"] = "gke-node-pool"
+    files["GKE"].write_text(json.dumps(gke))
+    files["BADLUSTRE"].write_text(json.dumps(aws_outputs(kind="fsx-lustre", mount_source="nonsense")))
+    args = [str(files.get(a, a)) for a in argv]
+    got, stdout, err = run(capsys, "inventory", *args)
+    assert got == code
+    assert needle in err
+    assert "Traceback" not in err and stdout == ""
+    assert not (tmp_path / "plain.yml").exists()
+
+
+def test_inventory_error_names_the_field() -> None:
+    with pytest.raises(InventoryError) as info:
+        from_stack_outputs({"fleet": {"sku": "p5.48xlarge"}, "group": {"kind": "aws-autoscaling-group"}})
+    assert info.value.field == "group.node_filter"
