@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import re
 import signal
 import time
@@ -295,7 +296,9 @@ class Launcher:
 
     def run(self, job: Job, timeout: float) -> tuple[dict[str, Any], float]:
         recv, send = self._mp.Pipe(duplex=False)
-        proc = self._mp.Process(target=child_main, args=(job.to_json(), send), name=f"check-{job.check}")
+        proc = self._mp.Process(
+            target=child_main, args=(job.to_json(), send, os.getpid()), name=f"check-{job.check}"
+        )
         t0 = time.perf_counter()
         proc.start()
         send.close()
@@ -320,9 +323,10 @@ class Launcher:
             if recv in ready:
                 try:
                     payload = recv.recv_bytes()
-                except (EOFError, OSError):
+                except (EOFError, OSError):  # the process closed its end without a result: it died
+                    proc.join(max(0.0, min(_EXIT_GRACE_S, deadline - time.perf_counter())))
                     return error_result(
-                        f"check process died before reporting (exit code {_exit(proc)}){_tail(log)}"
+                        f"check process exited with {_exit(proc)} without a result{_tail(log)}"
                     )
                 proc.join(_EXIT_GRACE_S)
                 return _decode(payload)

@@ -13,9 +13,13 @@ and message: a check that breaks never passes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import select
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -133,10 +137,53 @@ def _keep_raw(ctx: CheckContext, check: str, raw: Any) -> None:
         (ctx.raw_dir / f"{check}.json").write_text(text + "\n", encoding="utf-8")
 
 
-def child_main(job_json: str, conn: Connection) -> None:
+def _release_forkserver() -> None:
+    """Drop this process's copy of the forkserver's liveness pipe.
+
+    multiprocessing hands every forkserver child the write end of the pipe whose EOF tells the
+    forkserver its client is gone. While a check holds it, a killed runner leaves the forkserver
+    (the check's parent) alive, so the parent-death signal never fires."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None  # type: ignore[union-attr]
+
+
+def _watch_runner(runner_pid: int) -> None:
+    """SIGKILL this check's process group when the runner exits (a pidfd turns readable)."""
+    try:
+        pidfd = os.pidfd_open(runner_pid)
+    except (AttributeError, OSError):  # runner already gone, or a kernel without pidfd
+        if not _alive(runner_pid):
+            os.killpg(0, signal.SIGKILL)
+        return
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="runner-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def child_main(job_json: str, conn: Connection, runner_pid: int | None = None) -> None:
     """Entry point in the check's own process (forked from the runner's forkserver)."""
     os.setsid()  # own process group: the runner kills the check and all it started at once
+    _release_forkserver()
     die_with_parent()
+    if runner_pid is not None:
+        _watch_runner(runner_pid)
     job = Job.from_json(job_json)
     if job.log_path is not None:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)

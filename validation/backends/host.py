@@ -81,9 +81,9 @@ class HostProbe:
         ]
         for name, read in sources:
             text = read()
-            if text is None:
-                continue
-            lines = text.splitlines()
+            lines = text.splitlines() if text else []
+            if not lines:
+                continue  # missing, failed, or empty (journald not collecting the kernel log)
             return {
                 "source": name,
                 "total_lines": len(lines),

@@ -44,6 +44,8 @@ class TorchCuda:
             raise RuntimeError("torch.cuda.is_available() is False: no usable CUDA device or driver")
         self.devices = list(range(self.torch.cuda.device_count()))
         self.seed = seed
+        self.load_n = LOAD_GEMM_N
+        self.pcie_probe_bytes = 256 * 2**20
         # True fp32 for the fp32 figure; TF32 would report tensor-core speed under an fp32 name.
         self.torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -249,7 +251,7 @@ class TorchCuda:
         """Queue about `seconds` of host-to-device copies on every device and return a function
         that waits for them: NVML reads the PCIe link while the devices are busy with it."""
         t = self.torch
-        nbytes = 256 * 2**20
+        nbytes = self.pcie_probe_bytes
         bufs = []
         for d in self.devices:
             with t.cuda.device(d):
@@ -257,7 +259,7 @@ class TorchCuda:
                 dev = t.empty(nbytes, dtype=t.uint8, device=f"cuda:{d}")
                 bufs.append((host, dev))
         # ~25 GB/s per link at the least: this many copies keep each link busy for `seconds`.
-        copies = max(4, int(seconds * 25e9 / nbytes))
+        copies = max(4, min(256, int(seconds * 25e9 / nbytes)))
         for d, (host, dev) in zip(self.devices, bufs, strict=True):
             with t.cuda.device(d):
                 for _ in range(copies):
@@ -275,7 +277,7 @@ class TorchCuda:
     def load(self, seconds: float, batch_seconds: float) -> list[Raw]:
         """bf16 GEMMs on every device for `seconds`, in batches; TFLOP/s per batch per device."""
         t = self.torch
-        n = LOAD_GEMM_N
+        n = self.load_n
         ops = {d: self._operands(d, "bf16", n, 2) for d in self.devices}
         outs = {d: t.empty(n, n, device=f"cuda:{d}", dtype=t.bfloat16) for d in self.devices}
 

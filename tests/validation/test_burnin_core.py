@@ -1,0 +1,202 @@
+"""The pieces under the checks: text parsers, judging against floors, the registry, SKU
+detection, and the runner's process plumbing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pynvml
+import pytest
+
+from tests.validation.burnin_fakes import FakeNvml, h100
+from tests.validation.burnin_helpers import ctx, fixture_text, materialize
+from validation.backends.base import Backend
+from validation.checks import REGISTRY
+from validation.context import CheckContext
+from validation.models import model_matches
+from validation.outcome import CheckOutcome, floor_for, judge
+from validation.parsers import fio, kernlog, perftest, sysfs, throttle
+from validation.procutil import pin_blas_threads, usable_cpus
+from validation.registry import Check, Raw, Registry, UnknownCheckError, load_registry
+from validation.skuselect import AutoSkuError, detect_sku
+
+
+def test_kernel_log_parsers() -> None:
+    xids = kernlog.parse_xids(fixture_text("kernlog/dmesg_xid.txt").splitlines())
+    assert [(x.bus, x.code) for x in xids] == [("1b:00", 79), ("43:00", 13), ("52:00", 48), ("52:00", 63)]
+    assert kernlog.normalise_bus("00000000:3B:00.0") == kernlog.normalise_bus("0000:3b:00") == "3b:00"
+    unc, corr = kernlog.parse_machine_checks(fixture_text("kernlog/mce.txt").splitlines())
+    assert len(unc) == 2 and len(corr) == 2
+    assert kernlog.parse_xids(fixture_text("kernlog/dmesg_clean.txt").splitlines()) == []
+
+
+def test_sysfs_perftest_fio_throttle_parsers() -> None:
+    assert sysfs.ib_rate_gbitps("400 Gb/sec (4X NDR)") == 400.0
+    assert sysfs.ib_rate_gbitps("2.5 Gb/sec (1X SDR)") == 2.5
+    assert sysfs.ib_rate_gbitps("") is None
+    assert sysfs.ib_state("4: ACTIVE") == "ACTIVE" and sysfs.ib_state("1: DOWN") == "DOWN"
+    assert perftest.write_bw_gbitps(fixture_text("perftest/ib_write_bw_ndr.txt")) == 385.71
+    with pytest.raises(ValueError, match="BW average"):
+        perftest.write_bw_gbitps(fixture_text("perftest/ib_write_bw_failed.txt"))
+    assert fio.throughput_mbps(fixture_text("fio/seq_write.json"), "write") == 1864.135111
+    with pytest.raises(ValueError, match="failed with error 5"):
+        fio.throughput_mbps(fixture_text("fio/job_error.json"), "read")
+    assert throttle.decode(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+
+
+def test_floors_come_from_the_reference_and_the_spec() -> None:
+    c = ctx("p5.48xlarge")
+    f = floor_for(c, "gemm_bf16_tflops")
+    assert f is not None and f.limit == pytest.approx(989 * 0.6) and f.at_least
+    assert floor_for(c, "storage_read_mbps") is None
+    c = ctx(
+        "p5.48xlarge", thresholds={"gemm_bf16_tflops": {"fraction": 0.7}, "temperature_max_c": {"floor": 85}}
+    )
+    f = floor_for(c, "gemm_bf16_tflops")
+    assert f is not None and f.limit == pytest.approx(989 * 0.7) and "spec fraction" in f.how
+    # On a lower-is-better metric the spec's floor is a ceiling.
+    out = judge(c, {"temperature_max_c": 91.0})
+    assert out.status == "fail" and out.reason == "temperature_max_c 91 above limit 85 (spec floor 85)"
+
+
+def test_judge_never_passes_without_measurements() -> None:
+    c = ctx("cpu")
+    assert judge(c, {}).status == "error"
+    assert judge(c, {}, faults=["GPU 1: lost"]).reason == "GPU 1: lost"
+    assert judge(c, {"probe": 1.0}, required=["mem_copy_gbps"]).status == "fail"
+    with pytest.raises(ValueError, match="without metrics"):
+        CheckOutcome(status="pass")
+    with pytest.raises(ValueError, match="not a finite number"):
+        CheckOutcome(status="pass", metrics={"x": float("nan")})
+    many = judge(c, {"x": 1.0}, faults=[f"fault {i}" for i in range(5)])
+    assert many.reason == "fault 0; fault 1; fault 2; and 2 more" and len(many.findings) == 5
+
+
+def test_context_round_trips_through_json(tmp_path: Path) -> None:
+    c = ctx(
+        "p5.48xlarge",
+        level="standard",
+        thresholds={"h2d_gbps": {"fraction": 0.9}},
+        raw_dir=tmp_path,
+        options={"compute": {"n": 256}},
+    )
+    back = CheckContext.from_json(c.to_json())
+    assert back == c
+
+
+def test_registry_rules() -> None:
+    reg = Registry()
+
+    class Good(Check):
+        name = "good"
+        timeouts: ClassVar[dict[str, float]] = {"quick": 1.0}  # type: ignore[misc]
+
+        def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
+            return {}
+
+        def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+            return judge(ctx, {})
+
+    reg.register(Good)
+    with pytest.raises(ValueError, match="registered twice"):
+        reg.register(Good)
+
+    class BadLevel(Good):
+        name = "bad_level"
+        timeouts = {"weekly": 1.0}  # type: ignore[dict-item]
+
+    with pytest.raises(ValueError, match="timeouts"):
+        reg.register(BadLevel)
+
+    class BadName(Good):
+        name = "Bad Name"
+
+    with pytest.raises(ValueError, match="must match"):
+        reg.register(BadName)
+    assert [c.name for c in reg.for_level("quick")] == ["good"] and reg.for_level("extended") == []
+    with pytest.raises(UnknownCheckError, match="known: good"):
+        reg.get("nope")
+    with pytest.raises(ValueError, match="module:attribute"):
+        load_registry("validation.checks")
+    assert load_registry("validation.checks:REGISTRY") is REGISTRY
+
+
+def test_product_levels_cover_every_check_with_timeouts() -> None:
+    names = REGISTRY.names()
+    assert names == [
+        "inventory",
+        "health",
+        "compute",
+        "memory",
+        "host_device",
+        "collectives",
+        "fabric",
+        "storage",
+        "stress",
+        "efficiency",
+    ]
+    for level in ("quick", "standard", "extended"):
+        assert [c.name for c in REGISTRY.for_level(level)] == names
+    stress = REGISTRY.get("stress")
+    assert (
+        stress.level_params["quick"]["seconds"]
+        < stress.level_params["standard"]["seconds"]
+        < stress.level_params["extended"]["seconds"]
+    )
+
+
+def test_model_matching() -> None:
+    assert model_matches("H100-SXM5-80GB", "NVIDIA H100 80GB HBM3")
+    assert model_matches("H200-SXM-141GB", "NVIDIA H200")
+    assert model_matches("A100-SXM4-40GB", "NVIDIA A100-SXM4-40GB")
+    assert not model_matches("H100-SXM5-80GB", "NVIDIA H200")
+    assert model_matches("TPU-v5e", "TPU v5 lite") and not model_matches("TPU-v5p", "TPU v5 lite")
+
+
+def dmi(tmp_path: Path, vendor: str, product: str) -> Path:
+    return materialize(
+        {"class/dmi/id/sys_vendor": vendor, "class/dmi/id/product_name": product}, tmp_path / "sys"
+    )
+
+
+def test_auto_sku_from_nvml_and_dmi(tmp_path: Path) -> None:
+    h100s = FakeNvml([h100(i) for i in range(8)])
+    assert (
+        detect_sku(dmi(tmp_path / "a", "Amazon EC2", "p5.48xlarge"), tmp_path, nvml=h100s).sku
+        == "p5.48xlarge"
+    )
+    assert (
+        detect_sku(dmi(tmp_path / "b", "Supermicro", "SYS-821GE-TNHR"), tmp_path, nvml=h100s).sku
+        == "hgx-h100-8"
+    )
+    assert (
+        detect_sku(dmi(tmp_path / "c", "Microsoft Corporation", "Virtual Machine"), tmp_path, nvml=h100s).sku
+        == "Standard_ND96isr_H100_v5"
+    )
+    with pytest.raises(AutoSkuError, match="fits several SKUs: a3-highgpu-8g, a3-megagpu-8g") as err:
+        detect_sku(dmi(tmp_path / "d", "Google", "Google Compute Engine"), tmp_path, nvml=h100s)
+    assert err.value.candidates == ["a3-highgpu-8g", "a3-megagpu-8g"]
+    l40 = FakeNvml([h100(0, name="NVIDIA L40S", memory_bytes=48 * 2**30)])
+    with pytest.raises(AutoSkuError, match="matches no catalog SKU"):
+        detect_sku(dmi(tmp_path / "e", "Dell Inc.", "PowerEdge"), tmp_path, nvml=l40)
+
+
+def test_auto_sku_without_an_accelerator_is_cpu(tmp_path: Path) -> None:
+    class NoDriver(FakeNvml):
+        def nvmlInit(self) -> None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    assert detect_sku(dmi(tmp_path, "QEMU", "Standard PC"), tmp_path, nvml=NoDriver([])).sku == "cpu"
+
+
+def test_blas_threads_are_pinned_once_and_respect_the_operator() -> None:
+    env: dict[str, Any] = {}
+    n = pin_blas_threads(env)
+    assert n == usable_cpus() >= 1 and env["OPENBLAS_NUM_THREADS"] == str(n) == env["OMP_NUM_THREADS"]
+    assert pin_blas_threads({"OMP_NUM_THREADS": "3"}) == 3
+
+
+def test_usable_cpus_honours_a_cgroup_quota(tmp_path: Path) -> None:
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert usable_cpus(tmp_path) == min(2, usable_cpus(tmp_path / "none"))
