@@ -110,13 +110,14 @@ class RunSummary:
 
     @property
     def verdict(self) -> Verdict:
-        """rejected: a check measured below a floor or found a fault (the node is bad, whatever
-        else happened); incomplete: no failure, but a check errored or has no record; ok."""
+        """incomplete: a check errored or has no record (resume to complete it; this outranks a
+        failure, as in the gate, because the results are not whole); rejected: every check has
+        an answer and one measured below a floor or found a fault; ok."""
         statuses = {r.status for r in self.final.values()}
-        if "fail" in statuses:
-            return "rejected"
         if "error" in statuses or self.missing:
             return "incomplete"
+        if "fail" in statuses:
+            return "rejected"
         return "ok"
 
 

@@ -1,9 +1,9 @@
 """`fleetforge burnin`: measure this node against its SKU and write <out>/<node>.jsonl.
 
 Exit codes (docs/exit-codes.md): 0 every check passed its floors (skips allowed); 1 a check
-measured below a floor or found a health fault (wins over errors: the node is bad either way);
-2 no failure, but a check errored, crashed or timed out; 64 bad option; 65 bad spec; 66 spec
-missing; 69 the accelerator's libraries are not installed; 130 interrupted (records kept).
+measured below a floor or found a health fault; 2 a check errored, crashed or timed out (outranks
+1, as in the gate: rerun with --resume to complete the results); 64 bad option; 65 bad spec; 66
+spec missing; 69 the accelerator's libraries are not installed; 130 interrupted (records kept).
 """
 
 from __future__ import annotations
