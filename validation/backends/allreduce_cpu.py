@@ -147,6 +147,8 @@ def allreduce(
     with_torch = importlib.util.find_spec("torch") is not None if use_torch is None else use_torch
     barrier = mp.get_context("fork").Barrier(world)
     if with_torch:
+        import torch.distributed  # noqa: F401 - once here: the forked ranks inherit it loaded
+
         store = tempfile.mkdtemp(prefix="fleetforge-gloo-")
         try:
             codes = _launch(world, _gloo_rank, (shared, barrier, seed, os.path.join(store, "store")), timeout)
