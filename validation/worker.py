@@ -100,7 +100,10 @@ def execute(job: Job) -> dict[str, Any]:
     except Exception as exc:
         return _failed(exc, backend.name, time.perf_counter() - t0, "collect")
     collect_s = time.perf_counter() - t0
-    _keep_raw(ctx, job.check, raw)
+    try:
+        _keep_raw(ctx, job.check, raw)
+    except (TypeError, ValueError) as exc:  # not JSON: the check broke its own contract
+        return _failed(exc, backend.name, collect_s, "collect returned data that is not JSON")
     try:
         outcome = check.parse(raw, ctx)
     except Exception as exc:

@@ -100,6 +100,12 @@ def burnin(
             summary = run_burnin(opts, progress)
     except (RunError, UnknownCheckError) as exc:
         fail(str(exc), exitcodes.USAGE)
+    except KeyboardInterrupt:
+        path = out_dir / f"{opts.node}.jsonl"
+        err.print(
+            Text(f"interrupted: the records in {path} are kept; continue with --resume", style="magenta")
+        )
+        raise typer.Exit(exitcodes.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     counts = {

@@ -137,3 +137,53 @@ def test_resume_of_another_level_is_a_usage_error(tmp_path: Path, capsys: pytest
         capsys, "--sku", "cpu", "--level", "quick", "--resume", "--out", str(tmp_path), "--node", "n1"
     )
     assert code == exitcodes.OK and "0 checks to run; 1 kept" in out
+
+
+def test_sigterm_stops_the_run_and_keeps_the_records(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from validation.records import read_results as read
+
+    argv = [
+        "burnin",
+        "--sku",
+        "cpu",
+        "--level",
+        "quick",
+        "--only",
+        "inventory,stress",
+        "--out",
+        str(tmp_path),
+        "--node",
+        "n1",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from fleetforge.cli import main; sys.exit(main(sys.argv[1:]))",
+            *argv,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        path = tmp_path / "n1.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not path.exists() or path.read_text().count("\n") < 2):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # what `timeout` or Ansible sends while stress runs
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == exitcodes.INTERRUPTED, err
+    assert "interrupted" in err and "Traceback" not in err
+    got = read(tmp_path / "n1.jsonl")
+    assert [c.check for c in got.checks] == ["inventory"] and not got.bad_lines
