@@ -62,7 +62,7 @@ def burnin(
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""
     from validation.registry import UnknownCheckError
-    from validation.runner import RunError, RunOptions, default_node, run_burnin
+    from validation.runner import RunError, RunOptions, default_node, final_status, run_burnin
     from validation.skuselect import AutoSkuError, detect_sku
 
     fleet = _load_spec(spec) if spec is not None else None
@@ -108,9 +108,7 @@ def burnin(
         raise typer.Exit(exitcodes.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-    counts = {
-        s: sum(1 for r in summary.final.values() if r.status == s) for s in ("pass", "fail", "error", "skip")
-    }
+    counts = final_status(summary.final)
     line = Text(f"{summary.path}: ")
     line.append(
         summary.verdict,
