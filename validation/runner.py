@@ -377,4 +377,4 @@ def final_status(records: Mapping[str, CheckRecord]) -> dict[Status, int]:
 def default_node() -> str:
     import socket
 
-    return socket.gethostname().split(".")[0] or "localhost"
+    return socket.gethostname() or "localhost"
