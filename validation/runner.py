@@ -12,6 +12,8 @@ from outside, and appends a record as each check ends (docs/results.md).
   measure) is run again and its new record appended; readers take the last record of a check.
 - Without resume an existing results file is moved aside to `<node>.jsonl.prev` (one file holds
   one run, and the gate reads `*.jsonl`).
+- The forkserver preloads the caller's `__main__`: a script that calls `run_burnin` needs the usual
+  multiprocessing `if __name__ == "__main__":` guard (the `fleetforge` command has it).
 """
 
 from __future__ import annotations
