@@ -23,6 +23,10 @@ def _m(name: str, unit: str, higher: bool, description: str) -> tuple[str, Metri
 
 METRICS: dict[str, Metric] = dict(
     [
+        _m("accelerator_count", "count", True, "accelerators the node reports"),
+        _m("accelerator_memory_gib", "GiB", True, "memory of the smallest accelerator"),
+        _m("host_cpus", "count", True, "logical CPUs of the host"),
+        _m("host_memory_gib", "GiB", True, "host memory"),
         _m("gemm_bf16_tflops", "TFLOP/s", True, "dense bf16 matrix multiply, slowest device"),
         _m("gemm_fp16_tflops", "TFLOP/s", True, "dense fp16 matrix multiply, slowest device"),
         _m("gemm_fp8_tflops", "TFLOP/s", True, "dense fp8 matrix multiply, slowest device"),
@@ -37,6 +41,7 @@ METRICS: dict[str, Metric] = dict(
         _m("storage_read_mbps", "MB/s", True, "sequential read throughput on the checked path"),
         _m("storage_write_mbps", "MB/s", True, "sequential write throughput on the checked path"),
         _m("stress_clock_ratio", "ratio", True, "sustained clock under load / maximum clock, slowest device"),
+        _m("stress_throughput_ratio", "ratio", True, "slowest load window / median window under stress"),
         _m("stress_throttle_seconds", "s", False, "time spent thermally or power throttled under load"),
         _m("temperature_max_c", "C", False, "hottest device temperature under load"),
         _m("power_max_w", "W", False, "highest device power draw under load"),
@@ -44,6 +49,7 @@ METRICS: dict[str, Metric] = dict(
         _m("ecc_uncorrectable", "count", False, "uncorrectable ECC errors, all devices"),
         _m("remapped_rows_pending", "count", False, "rows waiting for a reset to be remapped"),
         _m("remapped_rows_failed", "count", False, "row remapping failures"),
+        _m("mce_errors", "count", False, "uncorrected machine-check / EDAC errors in the kernel log"),
         _m("xid_errors", "count", False, "XID errors in the kernel log"),
         _m("pcie_degraded_links", "count", False, "devices whose PCIe link trained below its maximum"),
         _m("nvlink_down_links", "count", False, "NVLink links not up"),
