@@ -41,11 +41,15 @@ def decide(
     plan: FleetPlan | None = None,
     vocabulary: Mapping[str, Metric] = METRICS,
     expected: Sequence[str] = (),
+    host_reasons: Mapping[str, Sequence[Reason]] | None = None,
 ) -> GateResult:
     """Judge every node in `files`. Raises GateInputError when the results cannot be judged as asked.
 
     `expected` names nodes that must have results (a fleet run's inventory): each one without any
-    is rejected as `missing`, like a host the spec lists.
+    is rejected as `missing`, like a host the spec lists. `host_reasons` are rejections found
+    outside the results (a fleet run's unreachable host, a failed task): each named node is
+    rejected with them, whether or not it left results; for a node without results they replace
+    the generic `missing` reason, since they say why.
     """
     settings = settings or GateSettings()
     notes: list[str] = []
@@ -53,7 +57,14 @@ def decide(
     catalog_sku = _resolve_sku(evidence, sku, sku_from)
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
-    verdicts += _absent_nodes(verdicts, plan, expected, notes)
+    outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
+    verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes)
+    for v in verdicts:
+        if v.node in outside:
+            # A node without results got the generic `missing` reason above; the outside one says why.
+            if v.run_id is None and not v.files:
+                v.reasons.clear()
+            v.reasons.extend(outside[v.node])
     verdicts.sort(key=lambda v: natural_key(v.node))
     _level_notes(verdicts, notes)
     stats = judge_measures(verdicts, settings, limits, vocabulary, notes)
