@@ -89,10 +89,23 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.startswith("fleetforge ")
 
 
-def test_demo_runs_on_embedded_default(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "demo", "--examples", str(EXAMPLES))
-    assert code == 0
-    assert "local-cpu" in out and "aws-p5-fleet.yaml: ok" in out
+def test_demo_runs_the_main_job_on_embedded_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "demo"
+    code, out, _ = run(capsys, "demo", "--examples", str(EXAMPLES), "--out", str(out_dir))
+    assert code == 0, out
+    assert "aws-p5-fleet.yaml: valid" in out and "plan: " in out
+    assert "local-cpu: READY" in out
+    records = [json.loads(line) for line in (out_dir / "localhost.jsonl").read_text().splitlines()]
+    measured = {r["check"]: r["metrics"] for r in records if r["kind"] == "check" and r["status"] == "pass"}
+    assert measured["compute"]["gemm_fp32_tflops"] > 0  # a real measurement, not a canned one
+    assert (out_dir / "gate.junit.xml").is_file() and (out_dir / "gate.prom").is_file()
+
+
+def test_demo_refuses_a_spec_it_cannot_burn_in_here(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "demo", "--spec", str(EXAMPLES / "aws-p5-fleet.yaml"))
+    assert code == exitcodes.USAGE and "exactly one host" in err
 
 
 def test_installed_entry_point_has_no_traceback(tmp_path: Path) -> None:
