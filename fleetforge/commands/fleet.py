@@ -1,0 +1,235 @@
+"""`fleetforge fleet burnin --inventory INV`: burn in every host through Ansible, then gate the fleet.
+
+ansible-runner drives playbooks/burnin.yml and the burnin role on every inventory host (install
+fleetforge from a controller-built bundle, burn in, all-reduce across nodes through torchrun,
+fetch <host>.jsonl), then the gate judges the fetched results with every inventory host expected:
+an unreachable host or a failed task is a reject with that reason, never a silent omission.
+
+Exit codes are the gate's (docs/exit-codes.md): without a spec 0 all accepted, 1 a host rejected
+on what it measured, 2 a host's results missing, errored or unreadable (an unreachable host, a
+failed task); with a spec 0 when the fleet can field `nodes` hosts, 1 when not; `--strict` makes
+any reject fatal. 64 bad options, 65 an unreadable inventory or spec, 66 inventory, spec or
+playbook missing, 69 Ansible / ansible-runner missing (the `onprem` extra) or the bundle could not
+be built.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.text import Text
+
+from fleetforge import exitcodes
+from fleetforge.commands.gate import (
+    EXIT,
+    _check_outputs,
+    _choose_sku,
+    _load_spec,
+    _print_text,
+    _write_reports,
+)
+from fleetforge.console import err, fail, out, print_json
+
+fleet_app = typer.Typer(help="Fleet-wide operations over an Ansible inventory.", no_args_is_help=True)
+
+_LEVELS = ("quick", "standard", "extended")
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@fleet_app.command("burnin")
+def burnin(
+    inventory: Annotated[
+        Path, typer.Option("--inventory", "-i", help="Ansible inventory: every host in it is burned in.")
+    ],
+    level: Annotated[
+        str | None, typer.Option(help="quick | standard | extended (default: the spec's, else standard).")
+    ] = None,
+    sku: Annotated[
+        str, typer.Option(help="Catalog SKU the hosts are measured against, or auto (each host detects).")
+    ] = "auto",
+    spec: Annotated[
+        Path | None,
+        typer.Option(
+            help="Fleet spec: thresholds and level for the burn-in; nodes and spares for the verdict."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder for results/, the Ansible artifacts and fleet-run.json.")
+    ] = Path("fleet-burnin"),
+    forks: Annotated[int, typer.Option(min=1, help="Hosts Ansible works on at once.")] = 10,
+    timeout: Annotated[
+        int,
+        typer.Option(min=30, help="Seconds each host's burn-in may run before it is stopped (fail closed)."),
+    ] = 1800,
+    throttle: Annotated[
+        int,
+        typer.Option(min=0, help="Most hosts measuring at the same time (0: as many as --forks)."),
+    ] = 0,
+    extra_package: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--extra-package",
+            help="A package to install on the hosts beside fleetforge (repeatable), e.g. torch==2.13.0 for "
+            "the all-reduce across nodes, nvidia-ml-py on GPU hosts.",
+        ),
+    ] = None,
+    wheelhouse: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder of wheels (fleetforge-*.whl and its dependencies) to install instead of building."
+        ),
+    ] = None,
+    collectives: Annotated[
+        bool,
+        typer.Option(
+            "--collectives/--no-collectives", help="Measure an all-reduce across hosts through torchrun."
+        ),
+    ] = True,
+    collectives_timeout: Annotated[
+        int, typer.Option(min=10, help="Seconds for the all-reduce's rendezvous and measurement.")
+    ] = 300,
+    var: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--var",
+            help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the gate's decision and the run summary as one JSON document."),
+    ] = False,
+    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: a testcase per host x check.")] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Write an HTML page with a plot per metric (needs the `report` extra)."),
+    ] = None,
+    prom: Annotated[Path | None, typer.Option(help="Write Prometheus text format.")] = None,
+    inventory_out: Annotated[
+        Path | None,
+        typer.Option("--inventory-out", help="Write the accepted hosts as an Ansible inventory (YAML)."),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Any rejected host fails, even when spares cover it.")
+    ] = False,
+    min_fleet: Annotated[
+        int,
+        typer.Option(
+            "--min-fleet", min=1, help="Fewest hosts for fleet statistics; below, absolute rules only."
+        ),
+    ] = 3,
+) -> None:
+    """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
+    outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
+    _check_outputs(outputs)
+    if html is not None:
+        from validation.reports.html import MissingExtraError, require_matplotlib
+
+        try:
+            require_matplotlib()
+        except MissingExtraError as exc:
+            fail(str(exc), exitcodes.UNAVAILABLE)
+    if level is not None and level not in _LEVELS:
+        fail(f"--level {level!r}; allowed: {', '.join(_LEVELS)}", exitcodes.USAGE)
+    if not inventory.exists():
+        fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
+    extravars = _parse_vars(var or [])
+    fleet_spec = _load_spec(spec) if spec is not None else None
+    chosen, sku_from = _choose_sku(None if sku == "auto" else sku, fleet_spec)
+
+    from validation.fleetrun.inventory import InventoryError, MissingAnsibleError
+    from validation.fleetrun.run import FleetRunError, FleetRunOptions, run_fleet
+
+    opts = FleetRunOptions(
+        inventory=inventory,
+        out_dir=out_dir,
+        sku=chosen or "auto",
+        level=level,
+        spec=spec,
+        forks=forks,
+        timeout_s=timeout,
+        throttle=throttle,
+        extra_packages=tuple(extra_package or ()),
+        wheelhouse=wheelhouse,
+        collectives=collectives,
+        collectives_timeout_s=collectives_timeout,
+        extravars=extravars,
+    )
+    try:
+        run = run_fleet(opts, say=lambda line: err.print(Text(line)))
+    except MissingAnsibleError as exc:
+        fail(str(exc), exitcodes.UNAVAILABLE)
+    except InventoryError as exc:
+        fail(str(exc), exitcodes.DATA)
+    except FleetRunError as exc:
+        fail(str(exc), getattr(exitcodes, exc.exit_name))
+    result = _judge(run, chosen, sku_from, fleet_spec, min_fleet)
+    _write_reports(result, outputs, fleet_spec, strict)
+    if as_json:
+        from validation.reports.document import to_document
+
+        document = to_document(result, strict)
+        document["fleet_run"] = run.as_dict()
+        print_json(document)
+    else:
+        _print_run(run)
+        _print_text(result, strict)
+    raise typer.Exit(EXIT[result.outcome(strict)])
+
+
+def _judge(run: Any, sku: str | None, sku_from: str, fleet_spec: Any, min_fleet: int) -> Any:
+    from validation.gate import FleetPlan, GateInputError, GateSettings, decide
+    from validation.records import read_results
+
+    files = [read_results(p) for p in run.fetched]
+    try:
+        return decide(
+            files,
+            sku=sku,
+            sku_from=sku_from,
+            settings=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet),
+            plan=FleetPlan.from_spec(fleet_spec) if fleet_spec is not None else None,
+            expected=run.expected,
+            host_reasons=run.reasons(),
+        )
+    except GateInputError as exc:
+        fail(f"gate: {exc} (results in {run.results_dir})", exitcodes.DATA)
+
+
+def _parse_vars(items: list[str]) -> dict[str, object]:
+    extravars: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not _VAR_NAME.match(key):
+            fail(f"--var {item!r}: expected KEY=VALUE with KEY a variable name", exitcodes.USAGE)
+        try:
+            extravars[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            fail(f"--var {key}: value is not YAML ({exc.__class__.__name__})", exitcodes.USAGE)
+    return extravars
+
+
+def _print_run(run: Any) -> None:
+    hosts = run.hosts.values()
+    burned = sum(1 for h in hosts if h.burnin_rc in (0, 1, 2))
+    unreachable = sum(1 for h in hosts if h.unreachable is not None)
+    failed = sum(1 for h in hosts if h.failures and h.unreachable is None)
+    line = (
+        f"fleet run: {len(run.expected)} host(s), {burned} burned in, {unreachable} unreachable, "
+        f"{failed} with a failed task; {len(run.fetched)} result file(s) in {run.results_dir} "
+        f"({run.timings.get('total', 0.0):.0f} s)"
+    )
+    out.print(Text(line, style="bold"))
+    if run.problem:
+        out.print(Text(f"fleet run: {run.problem}", style="bold red"))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(fleet_app, name="fleet")

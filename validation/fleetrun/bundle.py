@@ -1,0 +1,341 @@
+"""The bundle a node installs fleetforge from: one fleetforge wheel and a tar of its dependency wheels.
+
+Built on the controller so the nodes need no package index (air-gapped fleets): the project's wheel
+with `pip wheel --no-deps` from a copy of the source tree, the runtime dependencies with
+`pip download --only-binary=:all:`, pinned to the versions the controller itself runs (`pip freeze`
+as constraints), so the nodes run what the operator tested. Extra packages (torch for the
+all-reduce across nodes, nvidia-ml-py on GPU nodes) join the dependency set.
+
+Or the operator brings a wheelhouse (`--wheelhouse DIR`: fleetforge-*.whl plus every dependency
+wheel, e.g. made with `pip wheel`/`pip download` on a machine like the nodes): nothing is fetched.
+
+The dependency set is cached by what decides it (Python, platform, requirements, constraints,
+extras), and its tar is keyed by its content: a node reinstalls only when the wheels changed.
+The tar lists the wheels first and MANIFEST (sha256 and name of each) last, so a node that finds
+MANIFEST unpacked knows the rest is there too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT = "fleetforge"
+# Top-level files a wheel build needs besides the packages (pyproject names README.md as readme).
+_SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg")
+_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
+_PIP_TIMEOUT_S = 1800
+_ZIP_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
+_EXTRA_MARKER = re.compile(r"\bextra\s*==")
+
+
+class BundleError(RuntimeError):
+    """The bundle cannot be built (no source tree, pip failed, a wheelhouse without fleetforge)."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    wheel: Path  # fleetforge-<version>-py3-none-any.whl
+    wheel_sha: str  # sha256 of the wheel
+    deps_tar: Path  # the dependency wheels, MANIFEST last
+    deps_key: str  # content key of the dependency set
+    deps_wheels: tuple[str, ...]  # file names inside the tar
+    python: str  # "3.11": the Python the wheels are for
+    machine: str  # platform.machine() of the build
+
+    @property
+    def version(self) -> str:
+        return self.wheel.name.split("-")[1]
+
+    def extravars(self) -> dict[str, object]:
+        """The burnin role's bundle variables (roles/burnin/defaults/main.yml)."""
+        return {
+            "burnin_fleetforge_wheel": str(self.wheel),
+            "burnin_fleetforge_sha": self.wheel_sha,
+            "burnin_deps_tar": str(self.deps_tar),
+            "burnin_deps_key": self.deps_key,
+            "burnin_deps_wheels": list(self.deps_wheels),
+            "burnin_python_version": self.python,
+            "burnin_machine": self.machine,
+        }
+
+
+def source_root() -> Path | None:
+    """The source tree this fleetforge runs from (a checkout or an editable install), if any."""
+    import fleetforge
+
+    root = Path(fleetforge.__file__).resolve().parents[1]
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def build_bundle(
+    work: Path,
+    cache: Path,
+    *,
+    source: Path | None = None,
+    wheelhouse: Path | None = None,
+    extra_packages: Sequence[str] = (),
+    python: str = sys.executable,
+    log: Callable[[str], None] = lambda _: None,
+) -> Bundle:
+    """Build (or reuse) the bundle. `work` holds this run's wheel; `cache` the dependency sets."""
+    work.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    if wheelhouse is not None:
+        return _from_wheelhouse(wheelhouse, cache, log)
+    if source is None:
+        raise BundleError(
+            "no fleetforge source tree to build the node wheel from (fleetforge is installed from a "
+            "wheel here): pass --wheelhouse DIR with fleetforge-*.whl and its dependency wheels"
+        )
+    wheel = _build_wheel(source, work, python, log)
+    deps_dir = _download_deps(wheel, cache, extra_packages, python, log)
+    return _bundle(wheel, deps_dir, cache, _tag_python(python), _tag_machine(python))
+
+
+def _build_wheel(source: Path, work: Path, python: str, log: Callable[[str], None]) -> Path:
+    # Build from a copy: an in-tree build leaves build/ and *.egg-info in the operator's checkout.
+    with tempfile.TemporaryDirectory(prefix="fleetforge-src-") as tmp:
+        copy = Path(tmp) / "src"
+        copy.mkdir()
+        for name in _SOURCE_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, copy / name)
+        for item in sorted(source.iterdir()):
+            if item.is_dir() and (item / "__init__.py").is_file() and not item.name.startswith("."):
+                shutil.copytree(item, copy / item.name, ignore=_SKIP)
+        out = work / "wheel"
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        log(f"building the {PROJECT} wheel from {source}")
+        # A fixed SOURCE_DATE_EPOCH makes the wheel's bytes depend on its content only, so an
+        # unchanged tree gives the same sha256 and the nodes do not reinstall it.
+        _pip(
+            python,
+            ["wheel", "--no-deps", "--no-cache-dir", "-w", str(out), str(copy)],
+            "pip wheel",
+            env={"SOURCE_DATE_EPOCH": _ZIP_EPOCH},
+        )
+    wheels = sorted(out.glob(f"{PROJECT}-*.whl"))
+    if len(wheels) != 1:
+        raise BundleError(f"pip wheel made {len(wheels)} {PROJECT} wheels in {out}, expected one")
+    return wheels[0]
+
+
+def requirements_of(wheel: Path) -> list[str]:
+    """The wheel's unconditional Requires-Dist lines (extras' requirements left out)."""
+    with zipfile.ZipFile(wheel) as zf:
+        name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if name is None:
+            raise BundleError(f"{wheel}: no METADATA in the wheel")
+        text = zf.read(name).decode("utf-8", "replace")
+    out = []
+    for line in text.splitlines():
+        if line.startswith("Requires-Dist:"):
+            req = line.split(":", 1)[1].strip()
+            if not _EXTRA_MARKER.search(req):
+                out.append(req)
+    return out
+
+
+def controller_constraints(python: str) -> list[str]:
+    """`pip freeze` of the controller's environment, as constraints: the nodes get the same versions."""
+    done = subprocess.run(
+        [python, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise BundleError(f"pip freeze failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return constraints_from_freeze(done.stdout)
+
+
+def constraints_from_freeze(text: str) -> list[str]:
+    """Keep `name==version` pins; drop fleetforge itself, editables, direct URLs and comments."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "-")) or " @ " in line or "==" not in line:
+            continue
+        name = line.split("==", 1)[0].strip().lower().replace("_", "-")
+        if name == PROJECT:
+            continue
+        out.append(line)
+    return sorted(out, key=str.lower)
+
+
+def _download_deps(
+    wheel: Path, cache: Path, extra: Sequence[str], python: str, log: Callable[[str], None]
+) -> Path:
+    constraints = controller_constraints(python)
+    recipe = "\n".join(
+        [
+            "deps/1",
+            _tag_python(python),
+            _tag_machine(python),
+            *requirements_of(wheel),
+            "--extra",
+            *sorted(extra),
+            "--constraints",
+            *constraints,
+        ]
+    )
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    final = cache / f"set-{key}"
+    if (final / "MANIFEST").is_file():
+        return final
+    tmp = Path(tempfile.mkdtemp(prefix=f".set-{key}-", dir=cache))
+    try:
+        (tmp / "constraints.txt").write_text("\n".join(constraints) + "\n")
+        log(f"downloading the dependency wheels{' with ' + ', '.join(extra) if extra else ''}")
+        args = [
+            "download",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            str(tmp),
+            "-c",
+            str(tmp / "constraints.txt"),
+            str(wheel),
+            *extra,
+        ]
+        _pip(python, args, "pip download")
+        (tmp / "constraints.txt").unlink()
+        for own in tmp.glob(f"{PROJECT}-*.whl"):
+            own.unlink()  # the project's wheel travels on its own
+        _write_manifest(tmp)
+        if final.exists():
+            shutil.rmtree(final)
+        tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def _from_wheelhouse(wheelhouse: Path, cache: Path, log: Callable[[str], None]) -> Bundle:
+    if not wheelhouse.is_dir():
+        raise BundleError(f"--wheelhouse {wheelhouse}: not a folder")
+    own = sorted(wheelhouse.glob(f"{PROJECT}-*.whl"))
+    if len(own) != 1:
+        raise BundleError(
+            f"--wheelhouse {wheelhouse}: {len(own)} {PROJECT}-*.whl files; it needs exactly one, "
+            f"beside its dependency wheels"
+        )
+    deps = sorted(p for p in wheelhouse.glob("*.whl") if p not in own)
+    if not deps:
+        raise BundleError(f"--wheelhouse {wheelhouse}: no dependency wheels beside {own[0].name}")
+    log(f"using the wheelhouse {wheelhouse}")
+    tmp = Path(tempfile.mkdtemp(prefix=".set-wheelhouse-", dir=cache))
+    try:
+        for p in deps:
+            shutil.copy2(p, tmp / p.name)
+        _write_manifest(tmp)
+        key = hashlib.sha256((tmp / "MANIFEST").read_bytes()).hexdigest()[:16]
+        final = cache / f"set-{key}"
+        if (final / "MANIFEST").is_file():
+            shutil.rmtree(tmp)
+        else:
+            if final.exists():
+                shutil.rmtree(final)
+            tmp.rename(final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    python, machine = _tags_of_wheels(deps)
+    return _bundle(own[0], final, cache, python, machine)
+
+
+def _tags_of_wheels(wheels: Sequence[Path]) -> tuple[str, str]:
+    """Python and machine a wheelhouse is for, from its binary wheels' tags ("" when all are pure)."""
+    python = machine = ""
+    for w in wheels:
+        parts = w.name[: -len(".whl")].split("-")
+        if len(parts) < 5:
+            continue
+        py, plat = parts[-3], parts[-1]
+        if py.startswith("cp") and py[2:].isdigit() and len(py) >= 4:
+            python = f"{py[2]}.{py[3:]}"
+        if plat != "any":
+            for arch in ("x86_64", "aarch64", "ppc64le", "s390x"):
+                if plat.endswith(arch):
+                    machine = arch
+    return python, machine
+
+
+def _bundle(wheel: Path, deps_dir: Path, cache: Path, python: str, machine: str) -> Bundle:
+    manifest = (deps_dir / "MANIFEST").read_text()
+    deps_key = hashlib.sha256(manifest.encode()).hexdigest()[:16]
+    names = tuple(line.split(None, 1)[1] for line in manifest.splitlines() if line.strip())
+    tar = cache / f"deps-{deps_key}.tar"
+    if not tar.is_file():
+        partial = tar.with_name(tar.name + f".{os.getpid()}.partial")
+        with tarfile.open(partial, "w") as tf:
+            for name in names:
+                tf.add(deps_dir / name, arcname=name)
+            tf.add(deps_dir / "MANIFEST", arcname="MANIFEST")  # last: its presence means complete
+        partial.rename(tar)
+    return Bundle(wheel, sha256_file(wheel), tar, deps_key, names, python, machine)
+
+
+def _write_manifest(folder: Path) -> None:
+    wheels = sorted(p for p in folder.glob("*.whl"))
+    if not wheels:
+        raise BundleError(f"{folder}: no wheels to bundle")
+    (folder / "MANIFEST").write_text("".join(f"{sha256_file(p)}  {p.name}\n" for p in wheels))
+
+
+def _tag_python(python: str) -> str:
+    if python == sys.executable:
+        return f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return _probe(python, "import sys; print('%d.%d' % sys.version_info[:2])")
+
+
+def _tag_machine(python: str) -> str:
+    if python == sys.executable:
+        return platform.machine()
+    return _probe(python, "import platform; print(platform.machine())")
+
+
+def _probe(python: str, code: str) -> str:
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise BundleError(f"{python} -c ...: {done.stderr.strip()[-300:]}")
+    return done.stdout.strip()
+
+
+def _pip(python: str, args: list[str], what: str, env: dict[str, str] | None = None) -> None:
+    try:
+        done = subprocess.run(
+            [python, "-m", "pip", *args],
+            capture_output=True,
+            text=True,
+            timeout=_PIP_TIMEOUT_S,
+            env={**os.environ, **(env or {})},
+        )
+    except subprocess.TimeoutExpired:
+        raise BundleError(f"{what} did not finish in {_PIP_TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip())[-1500:]
+        raise BundleError(f"{what} failed ({done.returncode}): {tail}")

@@ -1,0 +1,300 @@
+"""One fleet run: build the bundle, run playbooks/burnin.yml through ansible-runner, read back what
+happened on every host and which results came home.
+
+    out/
+      results/<host>.jsonl   fetched by the play (an earlier run's folder is kept as results.prev)
+      ansible/               ansible-runner's private data dir: artifacts/<ident>/ holds every event
+      bundle/                this run's fleetforge wheel
+      fleet-run.json         the run summary (hosts, exit codes, failures, timings)
+
+The gate (run by the caller) judges results/ with `expected=` every inventory host and this run's
+reasons per host, so an unreachable host or a failed task is a reject with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from validation.fleetrun.bundle import Bundle, build_bundle, source_root
+from validation.fleetrun.events import (
+    BURNIN_TASK,
+    COLLECTIVES_TASK,
+    HostRun,
+    clean,
+    failure_message,
+    host_runs,
+    result_of,
+    stopped_reasons,
+)
+from validation.fleetrun.inventory import MissingAnsibleError, ansible_tool, list_hosts
+from validation.gate import Reason
+
+# Time for everything but the burn-in and the all-reduce: facts, installation, copies, fetches.
+_OVERHEAD_S = 900
+
+
+class FleetRunError(RuntimeError):
+    """The fleet run cannot start (no playbook, bundle failed); nothing ran on any host.
+
+    `exit_name` names the fleetforge.exitcodes constant the command line exits with."""
+
+    def __init__(self, message: str, exit_name: str = "UNAVAILABLE") -> None:
+        super().__init__(message)
+        self.exit_name = exit_name
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "fleetforge" / "bundles"
+
+
+@dataclass
+class FleetRunOptions:
+    inventory: Path
+    out_dir: Path
+    sku: str = "auto"
+    level: str | None = None
+    spec: Path | None = None
+    forks: int = 10
+    timeout_s: int = 1800  # per host burn-in
+    throttle: int = 0  # most hosts measuring at once; 0 = forks
+    poll_s: int = 5
+    extra_packages: Sequence[str] = ()
+    wheelhouse: Path | None = None
+    collectives: bool = True
+    collectives_port: int = 29400
+    collectives_timeout_s: int = 300
+    extravars: Mapping[str, object] = field(default_factory=dict)  # role variables, override all above
+    cache_dir: Path = field(default_factory=default_cache)
+
+
+@dataclass
+class FleetRun:
+    expected: list[str]
+    hosts: dict[str, HostRun]
+    results_dir: Path
+    fetched: list[Path]
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    rc: int
+    problem: str | None  # the run as a whole went wrong (no recap: time limit, playbook error)
+    bundle: Bundle | None
+    artifacts: Path
+    timings: dict[str, float]
+
+    def reasons(self) -> dict[str, list[Reason]]:
+        """Per host, what the run found outside the results: for the gate's `host_reasons`."""
+        out = {h: r.reasons() for h, r in self.hosts.items() if not r.ok}
+        if self.problem:
+            with_results = {p.stem for p in self.fetched}
+            for host, reasons in stopped_reasons(self.hosts, self.problem, with_results).items():
+                out.setdefault(host, []).extend(reasons)
+        return out
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "expected": list(self.expected),
+            "status": self.status,
+            "rc": self.rc,
+            "problem": self.problem,
+            "results_dir": str(self.results_dir),
+            "fetched": [str(p) for p in self.fetched],
+            "artifacts": str(self.artifacts),
+            "bundle": None
+            if self.bundle is None
+            else {
+                "wheel": str(self.bundle.wheel),
+                "wheel_sha256": self.bundle.wheel_sha,
+                "deps_key": self.bundle.deps_key,
+                "deps_wheels": list(self.bundle.deps_wheels),
+                "python": self.bundle.python,
+                "machine": self.bundle.machine,
+            },
+            "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "hosts": {h: r.as_dict() for h, r in self.hosts.items()},
+        }
+
+
+def playbook_paths() -> tuple[Path, Path]:
+    """(playbooks/burnin.yml, roles/) of the source tree; they are not part of the wheel."""
+    root = source_root()
+    if root is None or not (root / "playbooks" / "burnin.yml").is_file():
+        raise FleetRunError(
+            "playbooks/burnin.yml not found: run `fleetforge fleet burnin` from a fleetforge checkout "
+            "(the playbook and roles live in the source tree, not in the installed package)",
+            "NO_INPUT",
+        )
+    return root / "playbooks" / "burnin.yml", root / "roles"
+
+
+def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None) -> FleetRun:
+    """Run the burn-in on every inventory host. Raises FleetRunError, InventoryError or
+    MissingAnsibleError before touching any host; after that, every outcome is in the FleetRun."""
+    t0 = time.perf_counter()
+    playbook, roles = playbook_paths()
+    binary = ansible_tool("ansible-playbook")  # found (or MissingAnsibleError) before anything runs
+    try:
+        import ansible_runner
+    except ImportError:
+        raise MissingAnsibleError(
+            "ansible-runner is not installed: install the onprem extra (pip install 'fleetforge[onprem]')"
+        ) from None
+    expected = list_hosts(opts.inventory)
+    out = opts.out_dir.resolve()
+    results = _fresh_results_dir(out)
+    t_bundle = time.perf_counter()
+    bundle = _bundle(opts, out, say)
+    bundle_s = time.perf_counter() - t_bundle
+    extravars = role_vars(opts, bundle, results)
+    private = out / "ansible"
+    private.mkdir(parents=True, exist_ok=True)
+    say(f"burn-in on {len(expected)} host(s) through Ansible ({opts.forks} forks)")
+    t_play = time.perf_counter()
+    runner = ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(playbook.parent),
+        playbook=playbook.name,
+        inventory=str(opts.inventory.resolve()),
+        roles_path=[str(roles)],
+        extravars=extravars,
+        forks=opts.forks,
+        envvars={**ansible_env(), "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+        quiet=True,
+        suppress_env_files=True,
+        rotate_artifacts=5,
+        timeout=run_time_limit(opts),
+        event_handler=_Progress(say),
+    )
+    play_s = time.perf_counter() - t_play
+    events = list(runner.events)
+    hosts = host_runs(events, runner.stats, expected)
+    problem = _run_problem(runner, events, run_time_limit(opts))
+    fetched = sorted(results.glob("*.jsonl"))
+    run = FleetRun(
+        expected=expected,
+        hosts=hosts,
+        results_dir=results,
+        fetched=fetched,
+        status=str(runner.status),
+        rc=int(runner.rc if runner.rc is not None else -1),
+        problem=problem,
+        bundle=bundle,
+        artifacts=Path(runner.config.artifact_dir),
+        timings={"bundle": bundle_s, "playbook": play_s, "total": time.perf_counter() - t0},
+    )
+    (out / "fleet-run.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    return run
+
+
+def role_vars(opts: FleetRunOptions, bundle: Bundle, results: Path) -> dict[str, object]:
+    """The burnin role's variables for this run (roles/burnin/defaults/main.yml); --var wins."""
+    extravars: dict[str, object] = {
+        **bundle.extravars(),
+        "burnin_sku": opts.sku,
+        "burnin_level": opts.level or "",
+        "burnin_spec_src": str(opts.spec.resolve()) if opts.spec is not None else "",
+        "burnin_fetch_dir": str(results),
+        "burnin_timeout_s": int(opts.timeout_s),
+        "burnin_throttle": int(opts.throttle),
+        "burnin_poll_s": int(opts.poll_s),
+        "burnin_collectives_enabled": bool(opts.collectives),
+        "burnin_collectives_port": int(opts.collectives_port),
+        "burnin_collectives_timeout_s": int(opts.collectives_timeout_s),
+        # A late node of an earlier run must not join this run's rendezvous.
+        "burnin_collectives_id": f"fleetforge-{uuid.uuid4().hex[:12]}",
+    }
+    extravars.update(opts.extravars)
+    return extravars
+
+
+def ansible_env() -> dict[str, str]:
+    """Environment of ansible-playbook: plain output, no retry files, fail fast on a bad inventory."""
+    return {
+        "ANSIBLE_NOCOLOR": "True",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "ANSIBLE_RETRY_FILES_ENABLED": "False",
+        "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+        "ANSIBLE_DEPRECATION_WARNINGS": "False",
+        "ANSIBLE_PIPELINING": "True",
+    }
+
+
+def run_time_limit(opts: FleetRunOptions) -> int:
+    """The whole play's limit: a host that hangs past every task's own limit cannot hang the run."""
+    collectives = opts.collectives_timeout_s + 180 if opts.collectives else 0
+    return int(_OVERHEAD_S + opts.timeout_s + 60 + collectives)
+
+
+def _fresh_results_dir(out: Path) -> Path:
+    """An empty results folder: results of an earlier run must never be judged as this run's."""
+    results = out / "results"
+    if results.exists() and any(results.iterdir()):
+        prev = out / "results.prev"
+        if prev.exists():
+            shutil.rmtree(prev)
+        results.rename(prev)
+    results.mkdir(parents=True, exist_ok=True)
+    return results
+
+
+def _bundle(opts: FleetRunOptions, out: Path, say: Callable[[str], None]) -> Bundle:
+    from validation.fleetrun.bundle import BundleError
+
+    try:
+        return build_bundle(
+            out / "bundle",
+            opts.cache_dir,
+            source=source_root(),
+            wheelhouse=opts.wheelhouse,
+            extra_packages=opts.extra_packages,
+            log=say,
+        )
+    except BundleError as exc:
+        raise FleetRunError(f"bundle: {exc}") from None
+
+
+def _run_problem(runner: Any, events: Sequence[Mapping[str, Any]], limit: int) -> str | None:
+    """Why the run as a whole did not finish, or None when the play reached its recap."""
+    if runner.status == "timeout":
+        return f"the fleet run passed its time limit of {limit} s and was stopped"
+    if runner.status == "canceled":
+        return "the fleet run was canceled"
+    if any(e.get("event") == "playbook_on_stats" for e in events):
+        return None
+    tail = ""
+    try:
+        tail = clean(runner.stdout.read()[-600:])
+    except (OSError, AttributeError, ValueError):
+        tail = ""
+    return f"ansible-playbook stopped without a recap (exit {runner.rc}){': ' + tail if tail else ''}"
+
+
+class _Progress:
+    """ansible-runner event handler: one line per host milestone, as it happens."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def __call__(self, event: Mapping[str, Any]) -> bool:
+        kind = event.get("event")
+        data = event.get("event_data") or {}
+        host, task = data.get("host"), str(data.get("task") or "")
+        res = result_of(data)
+        if kind == "runner_on_unreachable":
+            self.say(f"{host}: unreachable: {clean(str(res.get('msg') or ''))}")
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            self.say(f"{host}: task failed: {task}: {failure_message(task, res)}")
+        elif kind == "runner_on_ok" and task == BURNIN_TASK:
+            self.say(f"{host}: burn-in exited {res.get('rc')}")
+        elif kind == "runner_on_ok" and task == COLLECTIVES_TASK:
+            self.say(f"{host}: all-reduce across nodes exited {res.get('rc')}")
+        elif kind == "playbook_on_task_start" and task in (BURNIN_TASK, COLLECTIVES_TASK):
+            self.say(f"{task.lower()} ...")
+        return True  # keep every event: the summary reads them
