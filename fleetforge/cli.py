@@ -22,6 +22,7 @@ COMMANDS = (
     "fleetforge.commands.plan",
     "fleetforge.commands.burnin",
     "fleetforge.commands.inventory",
+    "fleetforge.commands.fleet",
 )
 
 app = typer.Typer(
