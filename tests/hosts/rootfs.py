@@ -54,7 +54,7 @@ OFFLINE_DEBS = (
     "pciutils",
 )
 # Bump when the build steps change in a way the package lists do not show.
-RECIPE = "3"
+RECIPE = "4"
 
 
 class RootfsUnavailable(RuntimeError):
@@ -130,6 +130,17 @@ def _build(tarball: Path) -> None:
             timeout=900,
         )
         resolv.unlink()
+        # Slimmer root, faster copies: no docs, man pages or translations, now or on later installs.
+        (root / "etc/dpkg/dpkg.cfg.d/01-fleetforge-nodoc").write_text(
+            "path-exclude /usr/share/doc/*\npath-exclude /usr/share/man/*\npath-exclude /usr/share/locale/*\n"
+            "path-exclude /usr/share/info/*\npath-include /usr/share/locale/locale.alias\n"
+        )
+        for sub in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info"):
+            _run(
+                ["find", str(root / sub), "-mindepth", "1", "-not", "-name", "locale.alias", "-delete"],
+                timeout=300,
+            )
+        (root / "var/cache/apt/srcpkgcache.bin").unlink(missing_ok=True)
         # Per-host keys are generated at host start: no two hosts may share the image's host keys.
         for key in (root / "etc/ssh").glob("ssh_host_*"):
             key.unlink()
