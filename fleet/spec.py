@@ -116,9 +116,21 @@ class Checkpoints(_Strict):
     noncurrent_retention_days: PositiveInt = 7
 
 
+class NvmeofTarget(_Strict):
+    transport: Literal["tcp", "rdma"]
+    address: str = Field(min_length=1, description="Discovery controller or target address (traddr)")
+    port: int = Field(default=4420, ge=1, le=65535)
+    nqn: Annotated[str, StringConstraints(pattern=r"^nqn\.\d{4}-\d{2}\.[a-z0-9.-]+:.+$")] | None = Field(
+        default=None, description="Subsystem NQN; omit to connect everything the discovery controller offers"
+    )
+
+
 class Storage(_Strict):
     filesystem: FileSystem | None = None
     checkpoints: Checkpoints | None = Checkpoints()
+    nvmeof: tuple[NvmeofTarget, ...] = Field(
+        default=(), description="On-prem: NVMe-oF targets every node connects to (persisting across reboots)"
+    )
 
 
 class Tags(_Strict):
@@ -410,6 +422,11 @@ def _onprem_filesystem_rules(fs: FileSystem) -> Iterator[tuple[str, str]]:
 
 
 def _onprem_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    if spec.cloud != "onprem" and spec.storage.nvmeof:
+        yield (
+            "storage.nvmeof",
+            f"NVMe-oF targets are configured on on-prem nodes; {spec.cloud} uses its file system",
+        )
     if spec.cloud != "onprem":
         if spec.hosts is not None:
             yield "hosts", f"only on-prem fleets list hosts; {spec.cloud} nodes come from the stack"

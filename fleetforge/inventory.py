@@ -7,7 +7,7 @@ The groups are what site.yml applies roles by, and they follow from the SKU and 
   ib_nodes         the fabric is InfiniBand or RoCE (GPUDirect RDMA); doca_ofed must see the SKU's HCAs
   lustre_clients   the spec's file system is Lustre (on-prem) or a managed Lustre (FSx, Managed, AMLFS)
   beegfs_clients   the spec's file system is BeeGFS
-  nvmeof_clients   always present, empty: the spec has no NVMe-oF section yet; add hosts by hand
+  nvmeof_clients   the spec lists storage.nvmeof targets (group vars carry them for the role)
 
 Every group is written even when empty, so site.yml's plays match a group rather than warn.
 An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet is one scale-out
@@ -86,8 +86,14 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
             "beegfs_client_mount_point": fs.mount_point,
         }
     groups = _groups(sku, storage)
+    groups["nvmeof_clients"] = bool(spec.storage.nvmeof)
     children = {g: {"hosts": {n: None for n in names} if members else {}} for g, members in groups.items()}
-    for g, gvars in _group_vars(sku, storage).items():
+    group_vars = _group_vars(sku, storage)
+    if spec.storage.nvmeof:
+        group_vars["nvmeof_clients"] = {
+            "nvmeof_initiator_targets": [t.model_dump(exclude_none=True) for t in spec.storage.nvmeof]
+        }
+    for g, gvars in group_vars.items():
         if gvars and groups[g]:
             children[g]["vars"] = gvars
     return {

@@ -119,6 +119,23 @@ def test_stdout_equals_file_and_cpu_fleet_has_no_gpu_or_ib_nodes(
     assert "gpu_facts_expected_nvidia_gpus" not in c1
 
 
+def test_nvmeof_targets_from_the_spec_reach_the_role(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    targets = [
+        {"transport": "rdma", "address": "10.1.0.50"},
+        {"transport": "tcp", "address": "10.1.0.51", "port": 8009, "nqn": "nqn.2014-08.org.example:ckpt"},
+    ]
+    spec = onprem_spec(tmp_path, storage={"nvmeof": targets, "checkpoints": None})
+    out = tmp_path / "inv.yml"
+    code, _, err = run(capsys, "inventory", str(spec), "-o", str(out))
+    assert code == exitcodes.OK, err
+    inv = ansible_inventory(out)
+    assert sorted(inv["nvmeof_clients"]["hosts"]) == ["gpu01", "gpu02", "gpu03", "gpu04"]
+    got = inv["_meta"]["hostvars"]["gpu02"]["nvmeof_initiator_targets"]
+    assert got == [{"transport": "rdma", "address": "10.1.0.50", "port": 4420}, targets[1]]
+
+
 def test_every_group_is_written_even_when_empty() -> None:
     doc = from_spec(load_spec(EXAMPLES / "onprem-hgx-h100.yaml"))
     assert set(GROUPS) <= set(doc["all"]["children"])
