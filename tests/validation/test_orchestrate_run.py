@@ -241,3 +241,19 @@ def test_help_works_without_ansible_runner_imported() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "--inventory" in done.stdout
+
+
+def test_phase_seconds_span_the_task_start_to_its_last_result() -> None:
+    from validation.fleetrun.run import phase_seconds
+
+    def ev(kind: str, created: str, task: str = BURNIN_TASK) -> dict[str, Any]:
+        return {"event": kind, "created": created, "event_data": {"task": task}}
+
+    events = [
+        ev("playbook_on_task_start", "2026-11-29T10:00:00+00:00"),
+        ev("runner_on_ok", "2026-11-29T10:00:12+00:00"),
+        ev("runner_on_failed", "2026-11-29T10:00:30.5+00:00"),
+        ev("runner_on_ok", "2026-11-29T10:05:00+00:00", task="Fetch the results to the controller"),
+    ]
+    assert phase_seconds(events, BURNIN_TASK) == 30.5
+    assert phase_seconds(events, COLLECTIVES_TASK) == 0.0

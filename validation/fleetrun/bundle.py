@@ -58,6 +58,11 @@ class Bundle:
     def version(self) -> str:
         return self.wheel.name.split("-")[1]
 
+    @property
+    def pip_wheel(self) -> str:
+        """pip's wheel in the set, if any: nodes run pip from it instead of bootstrapping ensurepip."""
+        return next((w for w in self.deps_wheels if w.startswith("pip-")), "")
+
     def extravars(self) -> dict[str, object]:
         """The burnin role's bundle variables (roles/burnin/defaults/main.yml)."""
         return {
@@ -66,6 +71,7 @@ class Bundle:
             "burnin_deps_tar": str(self.deps_tar),
             "burnin_deps_key": self.deps_key,
             "burnin_deps_wheels": list(self.deps_wheels),
+            "burnin_pip_wheel": self.pip_wheel,
             "burnin_python_version": self.python,
             "burnin_machine": self.machine,
         }
@@ -189,9 +195,11 @@ def _download_deps(
     wheel: Path, cache: Path, extra: Sequence[str], python: str, log: Callable[[str], None]
 ) -> Path:
     constraints = controller_constraints(python)
+    pip_version = _pip_version(python)
     recipe = "\n".join(
         [
             "deps/1",
+            f"pip=={pip_version}",
             _tag_python(python),
             _tag_machine(python),
             *requirements_of(wheel),
@@ -218,6 +226,9 @@ def _download_deps(
             "-c",
             str(tmp / "constraints.txt"),
             str(wheel),
+            # pip itself, as the controller runs it: a node runs pip from this wheel to fill a
+            # virtual environment made without ensurepip (faster, and the same pip everywhere).
+            f"pip=={pip_version}",
             *extra,
         ]
         _pip(python, args, "pip download")
@@ -304,6 +315,10 @@ def _write_manifest(folder: Path) -> None:
     if not wheels:
         raise BundleError(f"{folder}: no wheels to bundle")
     (folder / "MANIFEST").write_text("".join(f"{sha256_file(p)}  {p.name}\n" for p in wheels))
+
+
+def _pip_version(python: str) -> str:
+    return _probe(python, "import pip; print(pip.__version__)")
 
 
 def _tag_python(python: str) -> str:

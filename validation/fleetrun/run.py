@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -187,10 +188,30 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
         problem=problem,
         bundle=bundle,
         artifacts=Path(runner.config.artifact_dir),
-        timings={"bundle": bundle_s, "playbook": play_s, "total": time.perf_counter() - t0},
+        timings={
+            "bundle": bundle_s,
+            "playbook": play_s,
+            "burnin": phase_seconds(events, BURNIN_TASK),
+            "total": time.perf_counter() - t0,
+        },
     )
     (out / "fleet-run.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
     return run
+
+
+def phase_seconds(events: Sequence[Mapping[str, Any]], task: str) -> float:
+    """Wall time of one task across all hosts: its start to its last host's result (0 if it never ran)."""
+    start = end = None
+    for e in events:
+        data = e.get("event_data") or {}
+        if data.get("task") != task or not isinstance(e.get("created"), str):
+            continue
+        stamp = datetime.fromisoformat(e["created"])
+        if e.get("event") == "playbook_on_task_start":
+            start = stamp if start is None else min(start, stamp)
+        elif e.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable"):
+            end = stamp if end is None else max(end, stamp)
+    return (end - start).total_seconds() if start is not None and end is not None else 0.0
 
 
 def role_vars(opts: FleetRunOptions, bundle: Bundle, results: Path) -> dict[str, object]:
