@@ -1,0 +1,115 @@
+"""Helpers for the end-to-end fleet runs: module-scoped test hosts, the test bed's spec, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import ROOT
+from tests.hosts.fixtures import require_hosts
+from tests.hosts.harness import TestHost, TestHosts
+
+FLEETFORGE = Path(sys.executable).parent / "fleetforge"
+
+# The test bed: 4 hosts share this machine's 2 cores with whatever else runs here, so the cpu SKU's
+# catalog floors (measured on an idle machine) would reject healthy hosts whenever the machine is
+# busy. The spec sets floors that only a broken host misses and leaves the slow host to the
+# fleet-relative rule: with 4 hosts the MAD comes from the two middle deviations, hence k = 2, and
+# a host must be more than 60 % below the median. Measured one at a time, healthy hosts stayed
+# within 50 % of each other on every metric even with the machine busy; a host capped at a tenth
+# of a core measures 75-95 % below them (at least 67 % even when the others get only 0.3 of a core).
+VALIDATION: dict[str, Any] = {
+    "level": "quick",
+    "mad_k": 2,
+    "min_relative_margin": 0.6,
+    "thresholds": {
+        "gemm_fp32_tflops": {"floor": 0.001},
+        "mem_copy_gbps": {"floor": 0.2},
+        "allreduce_busbw_gbps": {"floor": 0.01},
+        "storage_read_mbps": {"floor": 2},
+        "storage_write_mbps": {"floor": 2},
+    },
+}
+# One host at a time measures (--throttle 1), one BLAS thread each, Ansible polls every 2 s.
+MEASURE = ["--throttle", "1", "--var", "burnin_blas_threads=1", "--var", "burnin_poll_s=2"]
+
+
+@contextmanager
+def started_hosts(count: int) -> Iterator[TestHosts]:
+    """Test hosts for a whole module (skips, with the reason, where they cannot run)."""
+    require_hosts()
+    hosts = TestHosts(count).start()
+    try:
+        yield hosts
+    finally:
+        hosts.close()
+
+
+def write_spec(path: Path, hosts: Sequence[TestHost], nodes: int, spares: int) -> Path:
+    spec = {
+        "name": "e2e-cpu",
+        "cloud": "onprem",
+        "sku": "cpu",
+        "nodes": nodes,
+        "spares": spares,
+        "hosts": [{"name": h.name, "address": h.address, "user": h.user} for h in hosts],
+        "tags": {"owner": "fleetforge-tests", "dataset": "none"},
+        "validation": VALIDATION,
+    }
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+@dataclass
+class CliRun:
+    rc: int
+    doc: dict[str, Any]
+    stderr: str
+
+    def verdict(self, node: str) -> dict[str, Any]:
+        return next(n for n in self.doc["nodes"] if n["node"] == node)
+
+    def rejected(self) -> list[str]:
+        return [n["node"] for n in self.doc["nodes"] if n["verdict"] == "reject"]
+
+    def explain(self) -> str:
+        """What a failing assertion shows: every verdict with its reasons, and the run's progress."""
+        lines = [f"exit {self.rc}"]
+        for n in self.doc.get("nodes", []):
+            lines.append(f"{n['node']}: {n['verdict']} {n.get('metrics')}")
+            lines += [f"    {r['rule']}: {r['message']}" for r in n["reasons"]]
+        return "\n".join(lines) + "\n--- stderr ---\n" + self.stderr[-4000:]
+
+
+def fleet_burnin(inventory: Path, out: Path, *args: str, timeout: float = 900) -> CliRun:
+    """`fleetforge fleet burnin ... --json` as a user runs it; the JSON document parsed."""
+    done = subprocess.run(
+        [str(FLEETFORGE), "fleet", "burnin", "-i", str(inventory), "--out", str(out), "--json", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        doc = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise AssertionError(
+            f"fleet burnin exited {done.returncode} without a JSON document:\n{done.stdout[-2000:]}\n"
+            f"{done.stderr[-4000:]}"
+        ) from None
+    return CliRun(done.returncode, doc, done.stderr)
+
+
+def throttled_periods(host: TestHost) -> int:
+    """How often the kernel throttled the host's cgroup: proof that a CPU cap bit."""
+    stat = dict(line.split() for line in (host.cgroup / "cpu.stat").read_text().splitlines())
+    return int(stat["nr_throttled"])
