@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -33,6 +33,11 @@ from fleetforge.commands.gate import (
     _write_reports,
 )
 from fleetforge.console import err, fail, out, print_json
+
+if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
+    from fleet.spec import FleetSpec
+    from validation.fleetrun.run import FleetRun
+    from validation.gate import GateResult
 
 fleet_app = typer.Typer(help="Fleet-wide operations over an Ansible inventory.", no_args_is_help=True)
 
@@ -183,7 +188,9 @@ def burnin(
     raise typer.Exit(EXIT[result.outcome(strict)])
 
 
-def _judge(run: Any, sku: str | None, sku_from: str, fleet_spec: Any, min_fleet: int) -> Any:
+def _judge(
+    run: FleetRun, sku: str | None, sku_from: str, fleet_spec: FleetSpec | None, min_fleet: int
+) -> GateResult:
     from validation.gate import FleetPlan, GateInputError, GateSettings, decide
     from validation.records import read_results
 
@@ -216,7 +223,7 @@ def _parse_vars(items: list[str]) -> dict[str, object]:
     return extravars
 
 
-def _print_run(run: Any) -> None:
+def _print_run(run: FleetRun) -> None:
     hosts = run.hosts.values()
     burned = sum(1 for h in hosts if h.burnin_rc in (0, 1, 2))
     unreachable = sum(1 for h in hosts if h.unreachable is not None)

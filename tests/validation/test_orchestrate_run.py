@@ -257,3 +257,14 @@ def test_phase_seconds_span_the_task_start_to_its_last_result() -> None:
     ]
     assert phase_seconds(events, BURNIN_TASK) == 30.5
     assert phase_seconds(events, COLLECTIVES_TASK) == 0.0
+
+
+def test_cli_says_an_unusable_out_folder_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv.ini"
+    inv.write_text("node1\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, text = _cli(["-i", str(inv), "--out", str(blocker / "out")], capsys)
+    assert code == exitcodes.USAGE and "--out" in text and "cannot prepare it" in text

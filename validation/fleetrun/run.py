@@ -149,7 +149,10 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
         ) from None
     expected = list_hosts(opts.inventory)
     out = opts.out_dir.resolve()
-    results = _fresh_results_dir(out)
+    try:
+        results = _fresh_results_dir(out)
+    except OSError as exc:
+        raise FleetRunError(f"--out {out}: cannot prepare it ({exc.strerror or exc})", "USAGE") from None
     t_bundle = time.perf_counter()
     bundle = _bundle(opts, out, say)
     bundle_s = time.perf_counter() - t_bundle
@@ -158,21 +161,10 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     private.mkdir(parents=True, exist_ok=True)
     say(f"burn-in on {len(expected)} host(s) through Ansible ({opts.forks} forks)")
     t_play = time.perf_counter()
-    runner = ansible_runner.run(
-        private_data_dir=str(private),
-        project_dir=str(playbook.parent),
-        playbook=playbook.name,
-        inventory=str(opts.inventory.resolve()),
-        roles_path=[str(roles)],
-        extravars=extravars,
-        forks=opts.forks,
-        envvars={**ansible_env(), "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
-        quiet=True,
-        suppress_env_files=True,
-        rotate_artifacts=5,
-        timeout=run_time_limit(opts),
-        event_handler=_Progress(say),
-    )
+    try:
+        runner = _run_playbook(ansible_runner, opts, playbook, roles, binary, extravars, private, say)
+    except ansible_runner.exceptions.AnsibleRunnerException as exc:
+        raise FleetRunError(f"ansible-runner could not start the play: {exc}", "SOFTWARE") from None
     play_s = time.perf_counter() - t_play
     events = list(runner.events)
     hosts = host_runs(events, runner.stats, expected)
@@ -197,6 +189,33 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     )
     (out / "fleet-run.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
     return run
+
+
+def _run_playbook(
+    ansible_runner: Any,
+    opts: FleetRunOptions,
+    playbook: Path,
+    roles: Path,
+    binary: Path,
+    extravars: Mapping[str, object],
+    private: Path,
+    say: Callable[[str], None],
+) -> Any:
+    return ansible_runner.run(
+        private_data_dir=str(private),
+        project_dir=str(playbook.parent),
+        playbook=playbook.name,
+        inventory=str(opts.inventory.resolve()),
+        roles_path=[str(roles)],
+        extravars=dict(extravars),
+        forks=opts.forks,
+        envvars={**ansible_env(), "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+        quiet=True,
+        suppress_env_files=True,
+        rotate_artifacts=5,
+        timeout=run_time_limit(opts),
+        event_handler=_Progress(say),
+    )
 
 
 def phase_seconds(events: Sequence[Mapping[str, Any]], task: str) -> float:
