@@ -457,6 +457,11 @@ class SpecError(Exception):
         self.problems = problems
         super().__init__(self.render())
 
+    @property
+    def missing(self) -> bool:
+        """The file itself does not exist (as opposed to holding a bad spec)."""
+        return self.problems == [("", "no such file")]
+
     def render(self) -> str:
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
         lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from fleet.spec import FleetSpec, SpecError, load_spec
+from fleetforge import exitcodes
 
 # In pipes and CI logs there is no terminal width to honour; wide lines beat truncated SKU names.
 _PIPE_WIDTH = 200
@@ -22,6 +26,19 @@ def print_json(data: Any) -> None:
     # Plain stdout, not rich: machine readers want exactly one JSON document.
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
     sys.stdout.flush()
+
+
+def spec_failed(exc: SpecError) -> NoReturn:
+    """Report a spec that cannot be used and exit 66 (no such file) or 65 (invalid)."""
+    err.print(Text(exc.render(), style="red"))
+    raise typer.Exit(exitcodes.NO_INPUT if exc.missing else exitcodes.DATA)
+
+
+def load_spec_or_exit(path: Path) -> FleetSpec:
+    try:
+        return load_spec(path)
+    except SpecError as exc:
+        spec_failed(exc)
 
 
 def fail(message: str, code: int) -> NoReturn:

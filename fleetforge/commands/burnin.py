@@ -19,9 +19,9 @@ import typer
 from rich.text import Text
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
-from fleet.spec import FleetSpec, SpecError, load_spec
+from fleet.spec import FleetSpec
 from fleetforge import exitcodes
-from fleetforge.console import err, fail, out
+from fleetforge.console import err, fail, load_spec_or_exit, out
 from validation.context import LEVELS
 from validation.records import Level
 
@@ -65,7 +65,7 @@ def burnin(
     from validation.runner import RunError, RunOptions, default_node, final_status, run_burnin
     from validation.skuselect import AutoSkuError, detect_sku
 
-    fleet = _load_spec(spec) if spec is not None else None
+    fleet = load_spec_or_exit(spec) if spec is not None else None
     chosen_level = _level(level, fleet)
     try:
         target = _sku(sku, fleet, detect_sku)
@@ -126,15 +126,6 @@ def burnin(
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-def _load_spec(path: Path) -> FleetSpec:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        missing = len(exc.problems) == 1 and exc.problems[0][1] == "no such file"
-        err.print(Text(exc.render(), style="red"))
-        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
 
 
 def _level(level: str | None, fleet: FleetSpec | None) -> Level:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from fleet.spec import FleetSpec, SpecError, load_spec
 from fleetforge import exitcodes
-from fleetforge.console import err, out
+from fleetforge.console import err, load_spec_or_exit, out
 from fleetforge.defaults import default_spec_path
 
 
@@ -37,7 +37,7 @@ def demo(
 ) -> None:
     """Run the main job on the embedded default: validate, plan, burn this node in, gate it."""
     path = spec or default_spec_path()
-    fleet = _load(path)
+    fleet = load_spec_or_exit(path)
     if fleet.cloud != "onprem" or not fleet.hosts or len(fleet.hosts) != 1:
         err.print(
             Text(
@@ -70,14 +70,6 @@ def demo(
     code = _call(gate, results=[out_dir / f"{node}.jsonl"], spec=path, **reports)
     out.print(Text(f"reports: {', '.join(str(p) for p in reports.values())}"))
     raise typer.Exit(code)
-
-
-def _load(path: Path) -> FleetSpec:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        err.print(Text(exc.render(), style="red"))
-        raise typer.Exit(exitcodes.DATA) from None
 
 
 def _check_examples(folder: Path) -> None:

@@ -28,11 +28,10 @@ from fleetforge.commands.gate import (
     EXIT,
     _check_outputs,
     _choose_sku,
-    _load_spec,
     _print_text,
     _write_reports,
 )
-from fleetforge.console import err, fail, out, print_json
+from fleetforge.console import err, fail, load_spec_or_exit, out, print_json
 
 if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
     from fleet.spec import FleetSpec
@@ -145,7 +144,7 @@ def burnin(
     if wheelhouse is not None and not wheelhouse.is_dir():
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
     extravars = _parse_vars(var or [])
-    fleet_spec = _load_spec(spec) if spec is not None else None
+    fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = _choose_sku(None if sku == "auto" else sku, fleet_spec)
 
     from validation.fleetrun.inventory import InventoryError, MissingAnsibleError

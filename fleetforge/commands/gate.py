@@ -18,9 +18,9 @@ import typer
 from rich.text import Text
 
 from fleet.catalog import UnknownSkuError, all_skus, get_sku
-from fleet.spec import FleetSpec, SpecError, load_spec
+from fleet.spec import FleetSpec
 from fleetforge import exitcodes
-from fleetforge.console import err, fail, out, print_json
+from fleetforge.console import fail, load_spec_or_exit, out, print_json
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
 from validation.records import ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
@@ -100,7 +100,7 @@ def gate(
             require_matplotlib()
         except MissingExtraError as exc:
             fail(str(exc), exitcodes.UNAVAILABLE)
-    fleet_spec = _load_spec(spec) if spec is not None else None
+    fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = _choose_sku(sku, fleet_spec)
     files = _read(results)
     # The records are long-lived from here on; without this every full collection during decide
@@ -170,15 +170,6 @@ def _check_outputs(outputs: dict[str, Path | None]) -> None:
             fail(f"{option}: {path} is a folder; give a file name", exitcodes.USAGE)
         if not path.parent.is_dir():
             fail(f"{option}: folder {path.parent} does not exist", exitcodes.USAGE)
-
-
-def _load_spec(path: Path) -> FleetSpec:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        missing = any(msg == "no such file" for _, msg in exc.problems)
-        err.print(Text(exc.render(), style="red"))
-        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
 
 
 def _choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | None, str]:

@@ -16,9 +16,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from fleet.spec import SpecError, load_spec
 from fleetforge import exitcodes
-from fleetforge.console import err, fail
+from fleetforge.console import err, fail, load_spec_or_exit
 from fleetforge.inventory import InventoryError, from_spec, from_stack_outputs, render
 
 
@@ -46,7 +45,7 @@ def inventory(
         fail("give an on-prem spec file or --stack-outputs FILE (exactly one)", exitcodes.USAGE)
     try:
         if spec is not None:
-            doc = from_spec(_load(spec))
+            doc = from_spec(load_spec_or_exit(spec))
             source = str(spec)
         else:
             assert stack_outputs is not None
@@ -72,15 +71,6 @@ def inventory(
 
 def source_name(spec: Path | None, stack_outputs: Path | None) -> str:
     return str(spec if spec is not None else stack_outputs)
-
-
-def _load(path: Path) -> Any:
-    try:
-        return load_spec(path)
-    except SpecError as exc:
-        missing = len(exc.problems) == 1 and exc.problems[0][1] == "no such file"
-        err.print(Text(exc.render(), style="red"))
-        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
 
 
 def _read_outputs(path: Path) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from fleet.spec import SpecError
 from fleetforge import exitcodes
-from fleetforge.console import err, fail, out, print_json
+from fleetforge.console import err, fail, out, print_json, spec_failed
 
 
 def plan(
@@ -32,9 +32,7 @@ def plan(
     try:
         result = plan_file(spec)
     except SpecError as exc:
-        missing = len(exc.problems) == 1 and exc.problems[0][1] == "no such file"
-        err.print(Text(exc.render(), style="red"))
-        raise typer.Exit(exitcodes.NO_INPUT if missing else exitcodes.DATA) from None
+        spec_failed(exc)
     except PulumiUnavailableError as exc:
         fail(str(exc), exitcodes.UNAVAILABLE)
 

@@ -25,8 +25,7 @@ def check(
         try:
             spec = load_spec(path)
         except SpecError as exc:
-            missing = len(exc.problems) == 1 and exc.problems[0][1] in {"no such file"}
-            worst = max(worst, exitcodes.NO_INPUT if missing else exitcodes.DATA)
+            worst = max(worst, exitcodes.NO_INPUT if exc.missing else exitcodes.DATA)
             err.print(Text(exc.render(), style="red"))
             continue
         sku = spec.catalog_sku
