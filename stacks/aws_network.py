@@ -15,6 +15,7 @@ the complete set.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -219,34 +220,22 @@ def _rule(
     peer: pulumi.Input[str] | None = None,
 ) -> None:
     from_port, to_port = ports if ports else (None, None)
-    opts = ctx.opts()
+    # Ingress and egress rules take the same arguments; only the resource type differs.
+    fields: dict[str, Any] = {
+        "security_group_id": group.id,
+        "ip_protocol": protocol,
+        "from_port": from_port,
+        "to_port": to_port,
+        "cidr_ipv4": cidr,
+        "referenced_security_group_id": peer,
+        "description": why,
+        "tags": ctx.tags(suffix),
+    }
     if direction == "in":
         aws.vpc.SecurityGroupIngressRule(
-            ctx.name(suffix),
-            aws.vpc.SecurityGroupIngressRuleArgs(
-                security_group_id=group.id,
-                ip_protocol=protocol,
-                from_port=from_port,
-                to_port=to_port,
-                cidr_ipv4=cidr,
-                referenced_security_group_id=peer,
-                description=why,
-                tags=ctx.tags(suffix),
-            ),
-            opts,
+            ctx.name(suffix), aws.vpc.SecurityGroupIngressRuleArgs(**fields), ctx.opts()
         )
-        return
-    aws.vpc.SecurityGroupEgressRule(
-        ctx.name(suffix),
-        aws.vpc.SecurityGroupEgressRuleArgs(
-            security_group_id=group.id,
-            ip_protocol=protocol,
-            from_port=from_port,
-            to_port=to_port,
-            cidr_ipv4=cidr,
-            referenced_security_group_id=peer,
-            description=why,
-            tags=ctx.tags(suffix),
-        ),
-        opts,
-    )
+    else:
+        aws.vpc.SecurityGroupEgressRule(
+            ctx.name(suffix), aws.vpc.SecurityGroupEgressRuleArgs(**fields), ctx.opts()
+        )
