@@ -7,7 +7,7 @@ Starts 4 local test hosts (tests/hosts: network namespaces + sshd in Debian chro
 installs fleetforge on all of them once (the first run, reported apart), then runs
 `fleetforge fleet burnin`'s engine (validation.fleetrun.run_fleet: ansible-runner, the burnin
 role, fetch, then the gate as the command line does) on 1, 2 and 4 of them, every host measuring
-at once (no throttle), one BLAS thread per host. Printed per size: the whole run, the playbook,
+at once (no throttle, default 5 s polling), one BLAS thread per host. Printed per size: the whole run, the playbook,
 and the burn-in phase (first host started to last host done), and each as a ratio to one host.
 
 Read the figures for what they are: all hosts share this machine's CPUs. Each burn-in check runs
@@ -20,6 +20,8 @@ On real nodes, each with its own CPUs, only the controller's share grows (Ansibl
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -39,7 +41,22 @@ from validation.records import read_results  # noqa: E402
 SIZES = (1, 2, 4)
 
 
-def one_run(hosts: TestHosts, names: list[str], work: Path, level: str, tag: str) -> tuple[FleetRun, float]:
+def machine_busy_s() -> float:
+    """CPU seconds this machine has spent busy since boot, all CPUs together (/proc/stat)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def controller_cpu_s() -> float:
+    """CPU seconds of this process's finished children: ansible-playbook, its forks, ssh, pip."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def one_run(
+    hosts: TestHosts, names: list[str], work: Path, level: str, tag: str
+) -> tuple[FleetRun, float, float, float]:
     inventory = work / f"inventory-{tag}.yml"
     doc = {"all": {"hosts": {h.name: hosts.connection_vars(h) for h in hosts if h.name in names}}}
     inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
@@ -49,20 +66,20 @@ def one_run(hosts: TestHosts, names: list[str], work: Path, level: str, tag: str
         sku="cpu",
         level=level,
         forks=10,
-        poll_s=2,
         extravars={"burnin_blas_threads": 1},
     )
-    t0 = time.perf_counter()
+    t0, busy0, ctl0 = time.perf_counter(), machine_busy_s(), controller_cpu_s()
     run = run_fleet(opts)
     result = decide([read_results(p) for p in run.fetched], expected=run.expected, host_reasons=run.reasons())
     wall = time.perf_counter() - t0
+    busy, controller = machine_busy_s() - busy0, controller_cpu_s() - ctl0
     failed = {h: r.as_dict() for h, r in run.hosts.items() if not r.ok}
     if failed or run.problem or len(run.fetched) != len(names):
         raise SystemExit(f"run on {names} did not complete: {run.problem or failed}")
     rejected = [v.node for v in result.nodes if not v.accepted]
     if rejected:
         print(f"  note: the gate rejected {rejected} (shared CPUs); the timing stands", file=sys.stderr)
-    return run, wall
+    return run, wall, busy, controller
 
 
 def main() -> int:
@@ -79,27 +96,34 @@ def main() -> int:
         work = Path(tmp)
         names = [h.name for h in hosts]
         print(f"{len(names)} test hosts up; first run installs fleetforge on all of them")
-        first, first_wall = one_run(hosts, names, work, args.level, "install")
+        first, first_wall, _, _ = one_run(hosts, names, work, args.level, "install")
         print(
             f"first run, {len(names)} hosts (install + burn-in): {first_wall:.1f} s, "
             f"burn-in phase {first.timings['burnin']:.1f} s"
         )
-        rows: dict[int, list[tuple[float, float, float]]] = {n: [] for n in SIZES}
+        rows: dict[int, list[tuple[float, ...]]] = {n: [] for n in SIZES}
         for rep in range(args.repeat):
             for n in SIZES:
-                run, wall = one_run(hosts, names[:n], work, args.level, f"{n}-{rep}")
-                rows[n].append((wall, run.timings["playbook"], run.timings["burnin"]))
+                run, wall, busy, controller = one_run(hosts, names[:n], work, args.level, f"{n}-{rep}")
+                rows[n].append((wall, run.timings["burnin"], busy, controller))
         med = {n: tuple(statistics.median(col) for col in zip(*rows[n], strict=True)) for n in SIZES}
         base = med[1]
+        cpus = os.cpu_count() or 1
         print(f"\nfleet run, {args.level} level, installed hosts, median of {args.repeat} run(s) per size")
         print(
-            f"{'hosts':>5}  {'total s':>8}  {'x 1 host':>8}  {'playbook s':>10}  {'burn-in s':>9}  {'x 1 host':>8}"
+            f"{'hosts':>5}  {'total s':>8}  {'x 1 host':>8}  {'burn-in s':>9}  {'x 1 host':>8}  "
+            f"{'machine CPU s':>13}  {'controller CPU s':>16}  {'CPU floor s':>11}"
         )
         for n in SIZES:
-            total, play, burn = med[n]
+            total, burn, busy, controller = med[n]
             print(
-                f"{n:>5}  {total:>8.1f}  {total / base[0]:>8.2f}  {play:>10.1f}  {burn:>9.1f}  {burn / base[2]:>8.2f}"
+                f"{n:>5}  {total:>8.1f}  {total / base[0]:>8.2f}  {burn:>9.1f}  {burn / base[1]:>8.2f}  "
+                f"{busy:>13.1f}  {controller:>16.1f}  {busy / cpus:>11.1f}"
             )
+        print(
+            f"machine CPU: busy time of all {cpus} CPUs during the run (other work on this machine "
+            f"included); CPU floor = machine CPU / {cpus}: no run is shorter on {cpus} CPUs"
+        )
         ratio = med[4][0] / base[0]
         verdict = "within" if ratio <= 1.5 else "over"
         print(f"\n4 hosts / 1 host, whole run: {ratio:.2f} ({verdict} the 1.5x target)")
