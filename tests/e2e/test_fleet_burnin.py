@@ -1,6 +1,6 @@
 """End to end: `fleetforge fleet burnin` over real SSH to 4 local test hosts (tests/hosts), through
 ansible-runner, the burnin role and the gate; the CPU burn-in (`--sku cpu --level quick`) runs on
-each host from the fleetforge the role installed there without any package index.
+each host from the fleetforge the role installed there from a wheelhouse, without any package index.
 
 In order, on the same 4 hosts (built once for the module):
   check mode    the role in --check on fresh hosts fails nothing and creates nothing
@@ -16,7 +16,9 @@ Why the hosts measure one at a time and what the spec's rules are: tests/e2e/fle
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +57,24 @@ def bed(hosts: TestHosts, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         "base": base,
         "inventory": hosts.write_inventory(base / "inventory.yml"),
         "spec": write_spec(base / "fleet.yaml", list(hosts), nodes=3, spares=1),
+        "wheelhouse": wheelhouse_of_this_tree(base / "wheelhouse"),
     }
+
+
+def wheelhouse_of_this_tree(house: Path) -> Path:
+    """The tree's wheel and its dependency wheels in one folder, made once: every run installs from
+    it with --wheelhouse (the air-gapped path), so the runs install the same bytes whatever else
+    changes in the working tree meanwhile, and the last run can show that reinstalling changes nothing."""
+    from validation.fleetrun.bundle import build_bundle, source_root
+    from validation.fleetrun.run import default_cache
+
+    bundle = build_bundle(house.parent / "bundle", default_cache(), source=source_root())
+    house.mkdir()
+    with tarfile.open(bundle.deps_tar) as tf:
+        tf.extractall(house, filter="data")
+    (house / "MANIFEST").unlink()
+    shutil.copy2(bundle.wheel, house / bundle.wheel.name)
+    return house
 
 
 def run(bed: dict[str, Path], name: str, *args: str) -> CliRun:
@@ -68,6 +87,8 @@ def run(bed: dict[str, Path], name: str, *args: str) -> CliRun:
         "quick",
         "--spec",
         str(bed["spec"]),
+        "--wheelhouse",
+        str(bed["wheelhouse"]),
         *MEASURE,
         *args,
     )
