@@ -35,7 +35,7 @@ METRICS: dict[str, Metric] = dict(
         _m("h2d_gbps", "GB/s", True, "pinned host-to-device copy, slowest device"),
         _m("d2h_gbps", "GB/s", True, "pinned device-to-host copy, slowest device"),
         _m("allreduce_busbw_gbps", "GB/s", True, "intra-node all-reduce bus bandwidth (nccl-tests)"),
-        _m("multinode_allreduce_busbw_gbps", "GB/s", True, "all-reduce bus bandwidth across nodes (torchrun)"),
+        _m("multinode_allreduce_busbw_gbps", "GB/s", True, "all-reduce busbw across nodes (torchrun)"),
         _m("fabric_ports_active", "count", True, "high-speed fabric ports in ACTIVE state"),
         _m("fabric_port_rate_gbitps", "Gb/s", True, "slowest active fabric port's link rate"),
         _m("fabric_loopback_gbitps", "Gb/s", True, "perftest loopback write bandwidth, slowest port"),
