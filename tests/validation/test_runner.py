@@ -65,7 +65,9 @@ def test_hung_check_is_killed_at_its_timeout_with_what_it_started(tmp_path: Path
     hang = summary.final["hang"]
     assert hang.status == "error"
     assert hang.error == "timeout after 1.5 s" and hang.reason == "timeout after 1.5 s"
-    assert 1.5 <= hang.duration_s < 5.0
+    # Killed at the timeout, not when something else ended: the check itself sleeps forever. The
+    # upper bound is loose so a loaded CI machine cannot fail it; a missed kill would never return.
+    assert 1.5 <= hang.duration_s < 30.0
     pids = [int(p) for p in pidfile.read_text().split()]
     assert wait_dead(pids) == [], "the hung check or the process it started survived the timeout"
     # The run went on after the hang and measured the next check.
