@@ -26,10 +26,10 @@ from rich.text import Text
 from fleetforge import exitcodes
 from fleetforge.commands.gate import (
     EXIT,
-    _check_outputs,
-    _choose_sku,
-    _print_text,
-    _write_reports,
+    check_outputs,
+    choose_sku,
+    print_verdict,
+    write_reports,
 )
 from fleetforge.console import err, fail, load_spec_or_exit, out, print_json
 
@@ -129,7 +129,7 @@ def burnin(
 ) -> None:
     """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
-    _check_outputs(outputs)
+    check_outputs(outputs)
     if html is not None:
         from validation.reports.html import MissingExtraError, require_matplotlib
 
@@ -145,7 +145,7 @@ def burnin(
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
     extravars = _parse_vars(var or [])
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
-    chosen, sku_from = _choose_sku(None if sku == "auto" else sku, fleet_spec)
+    chosen, sku_from = choose_sku(None if sku == "auto" else sku, fleet_spec)
 
     from validation.fleetrun.inventory import InventoryError, MissingAnsibleError
     from validation.fleetrun.run import FleetRunError, FleetRunOptions, run_fleet
@@ -174,7 +174,7 @@ def burnin(
     except FleetRunError as exc:
         fail(str(exc), getattr(exitcodes, exc.exit_name))
     result = _judge(run, chosen, sku_from, fleet_spec, min_fleet)
-    _write_reports(result, outputs, fleet_spec, strict)
+    write_reports(result, outputs, fleet_spec, strict)
     if as_json:
         from validation.reports.document import to_document
 
@@ -183,7 +183,7 @@ def burnin(
         print_json(document)
     else:
         _print_run(run)
-        _print_text(result, strict)
+        print_verdict(result, strict)
     raise typer.Exit(EXIT[result.outcome(strict)])
 
 

@@ -89,7 +89,7 @@ def gate(
 ) -> None:
     """Judge every node's burn-in against its SKU and its peers; say whether the fleet is ready."""
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
-    _check_outputs(outputs)
+    check_outputs(outputs)
     if dry_run and not act:
         fail("--dry-run: only with --act", exitcodes.USAGE)
     actions = _build_actions(act or [], hosts_inventory, azure_capacity)
@@ -101,7 +101,7 @@ def gate(
         except MissingExtraError as exc:
             fail(str(exc), exitcodes.UNAVAILABLE)
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
-    chosen, sku_from = _choose_sku(sku, fleet_spec)
+    chosen, sku_from = choose_sku(sku, fleet_spec)
     files = _read(results)
     # The records are long-lived from here on; without this every full collection during decide
     # rescans all of them (measured: most of the decision time at 10,000 nodes, see benchmarks/).
@@ -118,7 +118,7 @@ def gate(
         fail(str(exc), exitcodes.DATA)
     finally:
         gc.unfreeze()
-    _write_reports(result, outputs, fleet_spec, strict)
+    write_reports(result, outputs, fleet_spec, strict)
     acted = _act(actions, result, hosts_inventory, dry_run) if actions else None
     if as_json:
         from validation.reports.document import to_document
@@ -128,7 +128,7 @@ def gate(
             document["actions"] = acted.to_json()
         print_json(document)
     else:
-        _print_text(result, strict)
+        print_verdict(result, strict)
         if acted is not None:
             out.print(Text(acted.render()))
     if acted is not None and not acted.ok:
@@ -161,7 +161,7 @@ def _act(actions: list[Any], result: GateResult, hosts_inventory: Path | None, d
         fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
 
 
-def _check_outputs(outputs: dict[str, Path | None]) -> None:
+def check_outputs(outputs: dict[str, Path | None]) -> None:
     """Refuse before judging anything, so a typo in a report path changes nothing."""
     for option, path in outputs.items():
         if path is None:
@@ -172,7 +172,7 @@ def _check_outputs(outputs: dict[str, Path | None]) -> None:
             fail(f"{option}: folder {path.parent} does not exist", exitcodes.USAGE)
 
 
-def _choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | None, str]:
+def choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | None, str]:
     if sku is not None:
         try:
             get_sku(sku)
@@ -211,7 +211,7 @@ def _read(inputs: list[Path]) -> list[ResultFile]:
     return files
 
 
-def _write_reports(
+def write_reports(
     result: GateResult, outputs: dict[str, Path | None], fleet_spec: FleetSpec | None, strict: bool
 ) -> None:
     renderers: dict[str, Callable[[], str]] = {}
@@ -249,7 +249,7 @@ def _reason_lines(v: NodeVerdict) -> list[Text]:
     return lines
 
 
-def _print_text(result: GateResult, strict: bool) -> None:
+def print_verdict(result: GateResult, strict: bool) -> None:
     f = result.fleet
     out.print(
         Text(
