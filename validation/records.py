@@ -45,6 +45,9 @@ class _Record(BaseModel):
 class RunRecord(_Record):
     kind: Literal["run"] = "run"
     checks: tuple[str, ...]
+    # A run narrowed by `--only` records only some checks; the gate must not read its short list as
+    # the whole burn-in. Files written before this field existed read as full runs.
+    partial: bool = False
 
 
 class CheckRecord(_Record):
