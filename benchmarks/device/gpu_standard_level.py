@@ -2,13 +2,14 @@
 ceilings in the same run with plain PyTorch loops, and print each burn-in figure beside its
 ceiling plus the level's wall time.
 
-STATUS: prepared, NOT YET RUN ON A GPU. It was written in a session without a GPU, against
-PyTorch's and NVML's APIs; the burn-in's GPU path it drives was tested only with injected
-NVML / torch stand-ins. Record its output the first time it runs on a GPU.
+STATUS: prepared, NOT YET RUN ON A GPU (no GPU machine has been lent to this project's sessions
+so far). It was dry-run on the CPU: without a CUDA device the ceilings are skipped by the same
+`cuda_torch()` test that lets them run on a GPU, and the burn-in half runs for real. Run it with
+benchmarks/device/run_on_device.sh, which writes figures.jsonl and figures.md to $OUT.
 
-What to expect on one H200 SXM (shared/reference/accelerators.md): GEMM bf16 8192^3 on random
-data 769-798 TFLOP/s with plain PyTorch; device-to-device copy about 4,300 GB/s counting bytes
-read + written. The burn-in's figures should sit within a few per cent of the ceilings: the
+What to expect on one H200 SXM: NVIDIA's datasheet gives 989 TFLOP/s dense bf16/fp16, 1,979 fp8
+and 4.8 TB/s of HBM3e; plain PyTorch on random 8192^3 operands reaches roughly 80 % of the bf16
+figure, and a device-to-device copy counts bytes read + written. The burn-in's figures should sit within a few per cent of the ceilings: the
 burn-in uses the same kernels, so a large gap is overhead in the burn-in, not in the GPU.
 
     python benchmarks/device/gpu_standard_level.py [--sku auto] [--level standard] [--out DIR]
@@ -58,17 +59,40 @@ def _timed_loop(torch: Any, fn: Any, seconds: float) -> tuple[float, int]:
 
 def ceilings(torch: Any) -> dict[str, float]:
     """Plain PyTorch on GPU 0: the numbers the burn-in's figures are compared with."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    out = {"gemm_bf16_tflops": _gemm_ceiling(torch), "mem_copy_gbps": _copy_ceiling(torch)}
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as the burn-in measures it
+    out = {f"gemm_{name}_tflops": _gemm_ceiling(torch, name) for name in _gemm_dtypes(torch)}
+    out["mem_copy_gbps"] = _copy_ceiling(torch)
     out.update(_host_device_ceiling(torch))
     return out
 
 
-def _gemm_ceiling(torch: Any) -> float:
-    a = torch.randn(GEMM_N, GEMM_N, device="cuda:0", dtype=torch.bfloat16)
-    b = torch.randn(GEMM_N, GEMM_N, device="cuda:0", dtype=torch.bfloat16)
-    c = torch.empty_like(a)
-    secs, iters = _timed_loop(torch, lambda: torch.matmul(a, b, out=c), SECONDS)
+def _gemm_dtypes(torch: Any) -> list[str]:
+    names = ["bf16", "fp16", "fp32"]
+    # fp8 tensor cores: compute capability 8.9 and newer, through torch._scaled_mm.
+    if hasattr(torch, "float8_e4m3fn") and torch.cuda.get_device_capability(0) >= (8, 9):
+        names.append("fp8")
+    return names
+
+
+def _gemm_ceiling(torch: Any, name: str) -> float:
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}.get(name, torch.bfloat16)
+    a = torch.randn(GEMM_N, GEMM_N, device="cuda:0", dtype=dtype)
+    b = torch.randn(GEMM_N, GEMM_N, device="cuda:0", dtype=dtype)
+    if name == "fp8":
+        a8 = a.to(torch.float8_e4m3fn)
+        b8 = b.t().contiguous().to(torch.float8_e4m3fn).t()  # _scaled_mm wants it column-major
+        one = torch.tensor(1.0, device="cuda:0")
+
+        def step() -> None:
+            torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+
+    else:
+        c = torch.empty_like(a)
+
+        def step() -> None:
+            torch.matmul(a, b, out=c)
+
+    secs, iters = _timed_loop(torch, step, SECONDS)
     return 2 * GEMM_N**3 * iters / secs / 1e12
 
 
@@ -129,6 +153,65 @@ def allreduce_ceiling(torch: Any) -> float | None:
         return float(json.loads(Path(result).read_text())["busbw"])
 
 
+METRICS = (
+    "gemm_bf16_tflops",
+    "gemm_fp16_tflops",
+    "gemm_fp8_tflops",
+    "gemm_fp32_tflops",
+    "mem_copy_gbps",
+    "h2d_gbps",
+    "d2h_gbps",
+    "allreduce_busbw_gbps",
+)
+
+
+def cuda_torch() -> tuple[Any | None, str]:
+    """PyTorch with a CUDA device, or None and why not: the GPU half is skipped by this one test."""
+    try:
+        import torch
+    except ImportError:
+        return None, "PyTorch is not installed"
+    if not torch.cuda.is_available():
+        return None, f"PyTorch {torch.__version__} sees no CUDA device"
+    return torch, ""
+
+
+def figures_table(sku: Any, burnin: dict[str, float], ceiling: dict[str, float]) -> list[dict[str, Any]]:
+    rows = []
+    for metric in METRICS:
+        ref = sku.reference.get(metric)
+        got, top = burnin.get(metric), ceiling.get(metric)
+        rows.append(
+            {
+                "metric": metric,
+                "burnin": got,
+                "ceiling": top,
+                "ratio": got / top if got and top else None,
+                "reference": ref.value if ref else None,
+                "reference_kind": ref.kind if ref else None,
+            }
+        )
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]], header: str) -> str:
+    def cell(v: Any, fmt: str = ".1f") -> str:
+        return "-" if v is None else format(v, fmt) if isinstance(v, float) else str(v)
+
+    lines = [
+        header,
+        "",
+        "| metric | burn-in | ceiling | ratio | reference (kind) |",
+        "|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        ref = "-" if r["reference"] is None else f"{r['reference']:g} ({r['reference_kind']})"
+        lines.append(
+            f"| {r['metric']} | {cell(r['burnin'])} | {cell(r['ceiling'])} | {cell(r['ratio'], '.3f')} | {ref} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Burn-in standard level vs raw PyTorch ceilings on this GPU node."
@@ -144,6 +227,7 @@ def main() -> int:
 
     sku = detect_sku() if args.sku == "auto" else get_sku(args.sku)
     out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     summary = run_burnin(RunOptions(sku=sku, level=args.level, out_dir=out_dir, node="device"))
     level_wall = time.perf_counter() - t0
@@ -151,35 +235,57 @@ def main() -> int:
         shown = rec.reason or ", ".join(f"{k}={v:.4g}" for k, v in sorted(rec.metrics.items()))
         print(f"{name:<12} {rec.status:<5} {rec.duration_s:7.1f} s  {shown}")
 
-    import torch  # only now: the burn-in's checks had the GPUs to themselves
-
-    ceiling = ceilings(torch)
-    ar = allreduce_ceiling(torch)
-    if ar is not None:
-        ceiling["allreduce_busbw_gbps"] = ar
+    torch, skipped = cuda_torch()  # only now: the burn-in's checks had the GPUs to themselves
+    ceiling: dict[str, float] = {}
+    if torch is not None:
+        ceiling = ceilings(torch)
+        ar = allreduce_ceiling(torch)
+        if ar is not None:
+            ceiling["allreduce_busbw_gbps"] = ar
+    else:
+        print(f"ceilings skipped: {skipped}")
     burnin = {k: v for rec in summary.final.values() for k, v in rec.metrics.items()}
-    print(
-        f"\n{'metric':<22} {'burn-in':>10} {'ceiling':>10} {'ratio':>6}   (sku {sku.sku}, level {args.level})"
+    rows = figures_table(sku, burnin, ceiling)
+    header = (
+        f"sku {sku.sku}, level {args.level}, level wall {level_wall:.1f} s, verdict {summary.verdict}"
+        + (f"; ceilings skipped: {skipped}" if skipped else "")
     )
-    for metric in ("gemm_bf16_tflops", "mem_copy_gbps", "h2d_gbps", "d2h_gbps", "allreduce_busbw_gbps"):
-        got, top = burnin.get(metric), ceiling.get(metric)
-        ratio = f"{got / top:6.2f}" if got and top else "     -"
-        print(
-            f"{metric:<22} {got if got is not None else float('nan'):>10.1f} {top if top is not None else float('nan'):>10.1f} {ratio}"
-        )
-    print(f"level wall time {level_wall:.1f} s; verdict {summary.verdict}; results {summary.path}")
-    print(
-        json.dumps(
-            {
-                "sku": sku.sku,
-                "level": args.level,
-                "level_wall_s": level_wall,
-                "burnin": burnin,
-                "ceiling": ceiling,
-            }
-        )
-    )
+    table = markdown(rows, header)
+    print("\n" + table)
+    record = {
+        "sku": sku.sku,
+        "level": args.level,
+        "level_wall_s": level_wall,
+        "verdict": str(summary.verdict),
+        "ceilings_skipped": skipped or None,
+        "versions": _versions(torch),
+        "burnin": burnin,
+        "ceiling": ceiling,
+        "rows": rows,
+    }
+    (out_dir / "figures.md").write_text(table)
+    with (out_dir / "figures.jsonl").open("a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    print(json.dumps(record))
     return 0
+
+
+def _versions(torch: Any | None) -> dict[str, str]:
+    """What the figures were measured with: the source line of a `kind: measured` reference."""
+    out = {"date": time.strftime("%Y-%m-%d", time.gmtime())}
+    if torch is not None:
+        out["torch"] = str(torch.__version__)
+        out["cuda"] = str(torch.version.cuda)
+        out["device"] = str(torch.cuda.get_device_name(0))
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            out["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        except Exception as exc:  # the figures stand without it; say why it is absent
+            out["driver"] = f"unread ({type(exc).__name__})"
+    return out
 
 
 if __name__ == "__main__":  # the runner's forkserver and torch's spawn import this module
