@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError, model_validator
 
 SCHEMA = "fleetforge.result/1"
+SCHEMA_VERSION = 1
+_SCHEMA_NAME = re.compile(r"fleetforge\.result/([0-9]{1,9})")
+# A record is a few KiB even with per-device lists for 64 devices; a line far beyond that is not a
+# record, and reading it whole would let one file exhaust the gate's memory.
+MAX_LINE_BYTES = 1 << 20
 Status = Literal["pass", "fail", "error", "skip"]
 Level = Literal["quick", "standard", "extended"]
 
@@ -55,11 +62,13 @@ class CheckRecord(_Record):
     check: str = Field(min_length=1)
     status: Status
     reason: str | None = None
-    metrics: dict[str, float] = {}
-    per_device: dict[str, list[float]] = {}
+    # Strict numbers: a JSON string or boolean is not a measurement (pydantic would coerce
+    # "720" and true to floats); integers are numbers and stay accepted.
+    metrics: dict[str, StrictFloat] = {}
+    per_device: dict[str, list[StrictFloat]] = {}
     findings: list[str] = []
     backend: str = ""
-    duration_s: float = Field(ge=0)
+    duration_s: StrictFloat = Field(ge=0)
     error: str | None = None
 
     @model_validator(mode="after")
@@ -100,9 +109,16 @@ class ResultsWriter:
 
 @dataclass(frozen=True)
 class BadLine:
+    """A line (or, with line 0, the whole entry) that could not be read.
+
+    `refuses_file` marks a problem that makes the file as a whole untrustworthy (a newer schema,
+    an entry that is not a regular file): the gate rejects the node even if its run looks complete.
+    """
+
     path: Path
     line: int
     problem: str
+    refuses_file: bool = False
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}: {self.problem}"
@@ -118,17 +134,33 @@ class ResultFile:
     bad_lines: list[BadLine] = field(default_factory=list)
 
 
-def parse_line(text: str) -> Record:
-    """One JSONL line to a record; raises ValueError with a short reason."""
+class NewerSchemaError(ValueError):
+    """The line was written by a newer fleetforge: this reader refuses the file (docs/results.md)."""
+
+
+def _no_constant(name: str) -> float:
+    # json.loads would turn NaN / Infinity / -Infinity (not JSON) into floats; a record holding one
+    # measured nothing, so the line is unreadable.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_line(text: str | bytes) -> Record:
+    """One JSONL line to a record; raises ValueError with a short reason, NewerSchemaError for a newer schema."""
+    if len(text) > MAX_LINE_BYTES:
+        raise ValueError(f"line of {len(text)} bytes is longer than {MAX_LINE_BYTES}; not a record")
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg}); truncated write?") from None
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to be a record") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     schema = data.get("schema")
     if schema != SCHEMA:
-        raise ValueError(f"schema {schema!r} is not {SCHEMA!r}; upgrade fleetforge to read it")
+        _refuse_schema(schema)
     kind = data.get("kind")
     model: type[RunRecord] | type[CheckRecord]
     if kind == "run":
@@ -136,25 +168,66 @@ def parse_line(text: str) -> Record:
     elif kind == "check":
         model = CheckRecord
     else:
-        raise ValueError(f"kind {kind!r} is not 'run' or 'check'")
+        raise ValueError(f"kind {_shown(kind)} is not 'run' or 'check'")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"]) or kind
         raise ValueError(f"{where}: {first['msg']}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to be a record") from None
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _refuse_schema(schema: object) -> None:
+    found = _SCHEMA_NAME.fullmatch(schema) if isinstance(schema, str) else None
+    if found is not None and int(found.group(1)) > SCHEMA_VERSION:
+        raise NewerSchemaError(
+            f"schema {schema!r} was written by a newer fleetforge; this one reads {SCHEMA!r}: "
+            f"upgrade fleetforge to judge this file"
+        )
+    raise ValueError(f"schema {_shown(schema)} is not {SCHEMA!r}")
 
 
 def read_results(path: Path) -> ResultFile:
-    """Read one JSONL file; unreadable lines are collected in `bad_lines`, never raised."""
+    """Read one JSONL file; unreadable lines, and an entry that is no readable file, are collected in
+    `bad_lines`, never raised.
+
+    The entry is opened non-blocking and checked with fstat before anything is read, so a FIFO
+    named *.jsonl is reported instead of blocking the gate forever, and a folder, a device or a
+    dangling symlink is reported the same way.
+    """
     result = ResultFile(path)
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        for number, raw in enumerate(fh, start=1):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        result.bad_lines.append(BadLine(path, 0, _open_problem(path, exc), refuses_file=True))
+        return result
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            problem = f"is {_kind_of(mode)}, not a results file"
+            result.bad_lines.append(BadLine(path, 0, problem, refuses_file=True))
+            return result
+        os.set_blocking(fd, True)
+        for number, raw in _lines(fh):
+            if raw is None:
+                problem = f"line longer than {MAX_LINE_BYTES} bytes; not a record"
+                result.bad_lines.append(BadLine(path, number, problem))
+                continue
             text = raw.strip()
             if not text:
                 continue
             try:
                 record = parse_line(text)
+            except NewerSchemaError as exc:
+                result.bad_lines.append(BadLine(path, number, str(exc), refuses_file=True))
+                continue
             except ValueError as exc:
                 result.bad_lines.append(BadLine(path, number, str(exc)))
                 continue
@@ -165,10 +238,48 @@ def read_results(path: Path) -> ResultFile:
     return result
 
 
+def _lines(fh: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """Numbered lines; None for a line over MAX_LINE_BYTES, which is skipped without being held."""
+    number = 0
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        number += 1
+        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield number, raw
+            continue
+        while raw and not raw.endswith(b"\n"):  # drain the rest of the oversized line
+            raw = fh.readline(MAX_LINE_BYTES)
+        yield number, None
+
+
+def _open_problem(path: Path, exc: OSError) -> str:
+    if path.is_symlink() and not path.exists():
+        return f"is a dangling symlink (to {os.readlink(path)!r}), not a results file"
+    return f"cannot be opened ({exc.strerror or exc.__class__.__name__})"
+
+
+def _kind_of(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
 def iter_result_paths(inputs: Iterable[Path]) -> Iterator[Path]:
-    """Expand files and folders (recursively, *.jsonl) in a stable order."""
+    """Expand files and folders (recursively, *.jsonl) in a stable order.
+
+    Every entry named *.jsonl is yielded, whatever it is (a folder, a FIFO, a dangling symlink):
+    read_results reports it as unreadable rather than the gate passing over it in silence.
+    """
     for item in inputs:
         if item.is_dir():
-            yield from sorted(p for p in item.rglob("*.jsonl") if p.is_file())
+            yield from sorted(item.rglob("*.jsonl"))
         else:
             yield item
