@@ -8,5 +8,7 @@ DATA = 65  # EX_DATAERR: the spec or another input file is invalid
 NO_INPUT = 66  # EX_NOINPUT: an input file does not exist or cannot be read
 UNAVAILABLE = 69  # EX_UNAVAILABLE: an optional dependency (pulumi, ansible, torch) is missing
 SOFTWARE = 70  # EX_SOFTWARE: an internal error; a bug report is welcome
+CANT_CREATE = 73  # EX_CANTCREAT: an output cannot be created (read-only folder, held by another run)
+IO_ERROR = 74  # EX_IOERR: writing an output failed part way (disk full, I/O error)
 ACTION_FAILED = 75  # EX_TEMPFAIL: gate --act: an action on a rejected node failed; retry or act by hand
 INTERRUPTED = 130

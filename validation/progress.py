@@ -1,5 +1,10 @@
 """Showing a burn-in as it runs: a rich progress display on a terminal, plain lines otherwise
-(CI logs, Ansible, pipes), one line per finished check either way."""
+(CI logs, Ansible, pipes), one line per finished check either way.
+
+Reasons, check names and run ids may come from a node or a results file: every such string goes
+through `printable` (control characters, newlines and bidi overrides escaped, so a reason cannot
+draw a forged line or move the cursor) and is printed as `Text`, never parsed as rich markup.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -23,16 +29,24 @@ from validation.records import CheckRecord
 STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 
 
+def printable(text: str) -> str:
+    """`text` with every non-printable character (C0/C1 controls, newline, ESC, bidi overrides,
+    line and paragraph separators) written as its Python escape, so it shows as itself."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
 def summarize(record: CheckRecord, limit: int = 4) -> str:
     if record.status in {"fail", "error", "skip"}:
-        return record.reason or record.error or ""
-    shown = [f"{k}={v:.4g}" for k, v in sorted(record.metrics.items())[:limit]]
+        return printable(record.reason or record.error or "")
+    shown = [f"{printable(k)}={v:.4g}" for k, v in sorted(record.metrics.items())[:limit]]
     more = len(record.metrics) - limit
     return " ".join(shown) + (f" (+{more})" if more > 0 else "")
 
 
 def finished_line(record: CheckRecord, index: int, total: int) -> Text:
-    line = Text(f"[{index}/{total}] {record.check}: ")
+    line = Text(f"[{index}/{total}] {printable(record.check)}: ")
     line.append(record.status, style=STYLE[record.status])
     line.append(f" in {record.duration_s:.1f} s  {summarize(record)}")
     return line
@@ -48,12 +62,15 @@ class PlainProgress:
 
     def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None:
         self.total = len(todo)
-        kept_text = f"; {len(kept)} kept from the earlier attempt ({', '.join(kept)})" if kept else ""
-        self.console.print(Text(f"burn-in {run_id}: {len(todo)} checks to run{kept_text}"))
+        kept_names = ", ".join(printable(k) for k in kept)
+        kept_text = f"; {len(kept)} kept from the earlier attempt ({kept_names})" if kept else ""
+        self.console.print(Text(f"burn-in {printable(run_id)}: {len(todo)} checks to run{kept_text}"))
 
     def started(self, check: str, timeout: float) -> None:
         self.index += 1
-        self.console.print(Text(f"[{self.index}/{self.total}] {check}: running (timeout {timeout:g} s)"))
+        self.console.print(
+            Text(f"[{self.index}/{self.total}] {printable(check)}: running (timeout {timeout:g} s)")
+        )
 
     def finished(self, record: CheckRecord) -> None:
         self.console.print(finished_line(record, self.index, self.total))
@@ -86,13 +103,16 @@ class RichProgress:
     def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None:
         self.total = len(todo)
         if kept:
-            self.console.print(Text(f"resuming {run_id}: {len(kept)} checks already recorded", style="dim"))
-        self.task = self.progress.add_task(f"burn-in {run_id}", total=len(todo))
+            self.console.print(
+                Text(f"resuming {printable(run_id)}: {len(kept)} checks already recorded", style="dim")
+            )
+        # The description column renders rich markup: escape it as well as the controls.
+        self.task = self.progress.add_task(f"burn-in {escape(printable(run_id))}", total=len(todo))
 
     def started(self, check: str, timeout: float) -> None:
         self.index += 1
         if self.task is not None:
-            self.progress.update(self.task, description=f"{check} (timeout {timeout:g} s)")
+            self.progress.update(self.task, description=f"{escape(printable(check))} (timeout {timeout:g} s)")
 
     def finished(self, record: CheckRecord) -> None:
         self.progress.console.print(finished_line(record, self.index, self.total))

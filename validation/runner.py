@@ -12,12 +12,17 @@ from outside, and appends a record as each check ends (docs/results.md).
   measure) is run again and its new record appended; readers take the last record of a check.
 - Without resume an existing results file is moved aside to `<node>.jsonl.prev` (one file holds
   one run, and the gate reads `*.jsonl`).
+- One writer per node file: the run holds an exclusive flock on `<node>.jsonl.lock` from before it
+  reads the file until its last record; a second run on the same file stops at once (RunBusy).
+  The kernel drops the lock when the holder dies, so a crash never leaves the file locked.
+- Output faults stop the run closed (OutputError): what was fsynced stays, nothing is guessed.
 - The forkserver preloads the caller's `__main__`: a script that calls `run_burnin` needs the usual
   multiprocessing `if __name__ == "__main__":` guard (the `fleetforge` command has it).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import multiprocessing as mp
 import os
@@ -25,7 +30,8 @@ import re
 import signal
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import wait
@@ -38,18 +44,42 @@ from fleet.catalog import Sku
 from fleet.spec import ThresholdOverride
 from validation.context import CheckContext
 from validation.procutil import kill_group, pin_blas_threads
-from validation.records import CheckRecord, Level, ResultsWriter, RunRecord, Status, read_results, utc_now
+from validation.records import (
+    CheckRecord,
+    Level,
+    Record,
+    ResultsWriter,
+    RunRecord,
+    Status,
+    parse_line,
+    read_results,
+    utc_now,
+)
 from validation.registry import PRODUCT_REGISTRY, Registry, load_registry
 from validation.worker import Job, child_main
 
 Verdict = Literal["ok", "rejected", "incomplete"]
-NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# The node name becomes file names (<node>.jsonl.prev is the longest): keep them under NAME_MAX.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,243}")
 # After a result arrives, how long a check may take to exit before its group is killed.
 _EXIT_GRACE_S = 5.0
 
 
 class RunError(Exception):
     """The run cannot start as asked (bad node name, resume of a different run, unknown check)."""
+
+
+class RunBusy(Exception):
+    """Another process holds the node's results file."""
+
+
+class OutputError(Exception):
+    """The results cannot be written. `during_run`: records were being appended when it failed
+    (disk full, I/O error); otherwise nothing could be created (read-only or missing folder)."""
+
+    def __init__(self, message: str, *, during_run: bool) -> None:
+        super().__init__(message)
+        self.during_run = during_run
 
 
 class Observer(Protocol):
@@ -130,14 +160,31 @@ def results_path(out_dir: Path, node: str) -> Path:
 def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary:
     t_start = time.perf_counter()
     observer = observer or _Silent()
-    if not NODE_NAME.match(opts.node):
+    if not NODE_NAME.fullmatch(opts.node):
         raise RunError(
-            f"--node {opts.node!r}: a node name is letters, digits, '.', '_' and '-' (it names the results file)"
+            f"--node {opts.node!r}: a node name is 1 to 244 letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (it names the results file)"
         )
     registry = load_registry(opts.registry)
     path = results_path(opts.out_dir, opts.node)
     only = _known(registry, opts.only) if opts.only else None
+    try:
+        opts.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{opts.out_dir}: cannot create it ({_why(exc)})", during_run=False) from None
+    with hold_results(path):
+        return _run_locked(opts, observer, registry, path, only, t_start)
 
+
+def _run_locked(
+    opts: RunOptions,
+    observer: Observer,
+    registry: Registry,
+    path: Path,
+    only: list[str] | None,
+    t_start: float,
+) -> RunSummary:
+    level_checks = [c.name for c in registry.for_level(opts.level)]
     run, kept_records = _existing_run(path, opts) if opts.resume else (None, {})
     if run is not None:
         run_id, planned = run.run_id, list(run.checks)
@@ -146,13 +193,13 @@ def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary
             raise RunError(
                 f"--only {sorted(set(only) - set(planned))}: not part of run {run_id} ({', '.join(planned)})"
             )
-        _trim_partial_tail(path)
+        _output(_trim_partial_tail, path, during_run=False)
     else:
-        planned = only or [c.name for c in registry.for_level(opts.level)]
+        planned = only or level_checks
         todo = list(planned)
         run_id = f"{opts.node}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:6]}"
         if path.exists() and path.stat().st_size > 0:
-            path.replace(path.with_name(path.name + ".prev"))
+            _output(path.replace, path.with_name(path.name + ".prev"), during_run=False)
 
     observer.planned(run_id, todo, list(kept_records))
     base = {"run_id": run_id, "node": opts.node, "sku": opts.sku.sku, "level": opts.level}
@@ -169,11 +216,18 @@ def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary
     )
     launcher = Launcher()
     runs: list[CheckRun] = []
-    with ResultsWriter(path) as writer:
+    with _GuardedWriter(path) as writer:
         if run is None:
+            # Partial: --only narrowed the level's checks, so the gate must not read this run as whole.
             writer.append(
                 RunRecord.model_validate(
-                    {**base, "started": utc_now(), "checks": planned, "versions": _host_versions()}
+                    {
+                        **base,
+                        "started": utc_now(),
+                        "checks": planned,
+                        "versions": _host_versions(),
+                        "partial": set(planned) != set(level_checks),
+                    }
                 )
             )
         for name in todo:
@@ -196,6 +250,102 @@ def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary
     final = dict(kept_records)
     final.update({r.record.check: r.record for r in runs})
     return RunSummary(run_id, path, planned, list(kept_records), runs, final, time.perf_counter() - t_start)
+
+
+def lock_path(results: Path) -> Path:
+    return results.with_name(results.name + ".lock")
+
+
+@contextmanager
+def hold_results(results: Path) -> Iterator[None]:
+    """Hold the exclusive, non-blocking lock of one node's results file for the block.
+
+    A sidecar file carries the lock because the results file itself is renamed to `.prev` by a
+    new run; the sidecar stays (removing it would let two runs lock two different inodes).
+    """
+    path = lock_path(results)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot create the lock file ({_why(exc)})", during_run=False) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _lock_holder(fd)
+            raise RunBusy(
+                f"{results}: another burn-in{holder} is writing it; wait for it to end, "
+                "or give this run another --node or --out"
+            ) from None
+        _note_holder(fd)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the flock
+
+
+def _lock_holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
+    except OSError:
+        return ""
+    return f" (pid {text})" if text.isdigit() else ""
+
+
+def _note_holder(fd: int) -> None:
+    # Only to name this process in a second run's error; a full disk must not stop the run here.
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError:
+        pass
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _output(action: Any, *args: Any, during_run: bool) -> Any:
+    """Run one file operation on the results; an OSError becomes an OutputError naming the file."""
+    try:
+        return action(*args)
+    except OSError as exc:
+        where = exc.filename or args[0]
+        raise OutputError(f"{where}: {_why(exc)}", during_run=during_run) from None
+
+
+class _GuardedWriter:
+    """ResultsWriter whose OS faults (read-only, ENOSPC, EIO) stop the run as an OutputError."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._failed = False
+        try:
+            self._writer = ResultsWriter(path)
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot open it for writing ({_why(exc)})", during_run=False) from None
+
+    def append(self, record: Record) -> None:
+        try:
+            self._writer.append(record)
+        except OSError as exc:
+            self._failed = True
+            what = f"check {record.check}" if isinstance(record, CheckRecord) else "run"
+            raise OutputError(
+                f"{self.path}: writing the {what} record failed ({_why(exc)}); the records before it "
+                "are kept: free the space or fix the disk, then continue with --resume",
+                during_run=True,
+            ) from None
+
+    def __enter__(self) -> _GuardedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._writer.close()
+        except OSError as error:
+            if self._failed or exc[0] is not None:
+                return  # the first fault is already on its way out; the close repeats it
+            raise OutputError(f"{self.path}: closing it failed ({_why(error)})", during_run=True) from None
 
 
 def _known(registry: Registry, names: Sequence[str]) -> list[str]:
@@ -231,11 +381,22 @@ def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[
 
 
 def _trim_partial_tail(path: Path) -> None:
-    """Cut an unfinished last line (the runner died mid-write) so appends start on a clean line."""
+    """Make appends start on a clean line. Called under the results lock, so no live writer can be
+    mid-line: an unfinished tail is a runner that died mid-write and is cut. A tail that parses as
+    a whole record only lacks its newline, so it is kept and completed, never cut."""
     with path.open("rb+") as fh:
         data = fh.read()
-        if data and not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
+        if not data or data.endswith(b"\n"):
+            return
+        start = data.rfind(b"\n") + 1
+        try:
+            parse_line(data[start:].decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            fh.truncate(start)
+        else:
+            fh.write(b"\n")
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _host_versions() -> dict[str, str]:

@@ -4,6 +4,12 @@ GPUs through NVML (model name and memory -> catalog models), narrowed by the clo
 (AWS puts the instance type in product_name; the vendor names the cloud). TPUs through JAX's
 device kind. No accelerator at all: the `cpu` SKU. When more than one SKU fits, the error
 lists them so the operator passes `--sku`.
+
+Never demote: a node that shows an accelerator in sysfs or /dev (an NVIDIA display/3D PCI
+function, /dev/nvidiaN; a TPU's /dev/accelN or Google PCI function) but whose library cannot see
+it (pynvml missing, NVML failing, driver not loaded, JAX without a TPU backend) is an
+AcceleratorUnreadable error naming the cause. Burning such a node in as `cpu` would pass a GPU
+node that measured no GPU.
 """
 
 from __future__ import annotations
@@ -17,12 +23,28 @@ from validation.models import model_matches
 
 _VENDOR_CLOUD = {"amazon ec2": "aws", "google": "gcp", "microsoft corporation": "azure"}
 _GOOGLE_PCI_VENDOR = "0x1ae0"
+_NVIDIA_PCI_VENDOR = "0x10de"
+_PCI_DISPLAY_CLASS = "0x03"  # VGA and 3D controllers; NVSwitch bridges (0x0680) are not GPUs
+# Where detection looks by default; resolved at call time so tests can point them at a fake tree.
+SYSFS_ROOT = Path("/sys")
+DEV_ROOT = Path("/dev")
 
 
 class AutoSkuError(Exception):
     def __init__(self, message: str, candidates: list[str]) -> None:
         super().__init__(message)
         self.candidates = candidates
+
+
+class AcceleratorUnreadable(AutoSkuError):
+    """An accelerator is present but the library that measures it cannot see it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, [])
+
+
+class _NvmlUnavailable(Exception):
+    """NVML could not be asked (pynvml missing, library or driver absent); the text says why."""
 
 
 def _read(path: Path) -> str:
@@ -33,17 +55,19 @@ def _read(path: Path) -> str:
 
 
 def _nvml_devices(nvml: Any) -> list[tuple[str, float]]:
-    """(name, memory GiB) per GPU; empty when NVML or its driver is absent."""
+    """(name, memory GiB) per GPU; _NvmlUnavailable when NVML cannot start (the caller decides
+    whether that matters); AcceleratorUnreadable when NVML started but failed part way."""
     if nvml is None:
         try:
             import pynvml
         except ImportError:
-            return []
+            raise _NvmlUnavailable("pynvml is not installed (install the gpu extra)") from None
         nvml = pynvml
+    nvml_error: type[BaseException] = getattr(nvml, "NVMLError", Exception)
     try:
         nvml.nvmlInit()
-    except Exception:
-        return []
+    except nvml_error as exc:
+        raise _NvmlUnavailable(f"NVML cannot start: {exc}") from None
     try:
         found = []
         for i in range(nvml.nvmlDeviceGetCount()):
@@ -52,8 +76,24 @@ def _nvml_devices(nvml: Any) -> list[tuple[str, float]]:
             name = name.decode() if isinstance(name, bytes) else str(name)
             found.append((name, float(nvml.nvmlDeviceGetMemoryInfo(h).total) / 2**30))
         return found
+    except nvml_error as exc:
+        # NVML started, so a driver is loaded: a GPU that cannot be listed is not a cpu node.
+        raise AcceleratorUnreadable(f"NVML started but cannot list the GPUs: {exc}; pass --sku") from None
     finally:
         nvml.nvmlShutdown()
+
+
+def _nvidia_evidence(sysfs: Path, dev: Path) -> str | None:
+    """What shows an NVIDIA GPU without asking NVML, or None."""
+    for vendor_file in sorted(glob.glob(str(sysfs / "bus/pci/devices/*/vendor"))):
+        function = Path(vendor_file).parent
+        pci_class = _read(function / "class").lower()
+        if _read(Path(vendor_file)).lower() == _NVIDIA_PCI_VENDOR and pci_class.startswith(
+            _PCI_DISPLAY_CLASS
+        ):
+            return f"PCI device {function.name} is an NVIDIA GPU (class {pci_class})"
+    nodes = sorted(glob.glob(str(dev / "nvidia[0-9]*")))
+    return f"{nodes[0]} exists" if nodes else None
 
 
 def _cloud(sysfs: Path) -> tuple[str | None, str]:
@@ -71,10 +111,14 @@ def _has_tpu(sysfs: Path, dev: Path) -> bool:
     )
 
 
-def detect_sku(
-    sysfs_root: Path = Path("/sys"), dev_root: Path = Path("/dev"), nvml: Any | None = None
-) -> Sku:
-    gpus = _nvml_devices(nvml)
+def detect_sku(sysfs_root: Path | None = None, dev_root: Path | None = None, nvml: Any | None = None) -> Sku:
+    sysfs_root = sysfs_root or SYSFS_ROOT
+    dev_root = dev_root or DEV_ROOT
+    try:
+        gpus = _nvml_devices(nvml)
+        nvml_problem = "NVML lists no GPU"
+    except _NvmlUnavailable as exc:
+        gpus, nvml_problem = [], str(exc)
     cloud, product = _cloud(sysfs_root)
     if gpus:
         name, mem = gpus[0]
@@ -86,19 +130,30 @@ def detect_sku(
             and s.accelerator.memory_gib * 0.95 <= mem <= s.accelerator.memory_gib * 1.1
         ]
         return _narrow(fits, cloud, product, f"{len(gpus)} x {name} ({mem:.0f} GiB)", len(gpus))
+    evidence = _nvidia_evidence(sysfs_root, dev_root)
+    if evidence is not None:
+        raise AcceleratorUnreadable(
+            f"{evidence} but {nvml_problem}; fix the driver or pass --sku (this node is not a cpu node)"
+        )
     if _has_tpu(sysfs_root, dev_root):
-        try:
-            import jax
-        except ImportError:
-            raise AutoSkuError(
-                "a TPU is present but JAX is not installed; install jax[tpu] or pass --sku", []
-            ) from None
-        kind = jax.devices()[0].device_kind
-        fits = [
-            s for s in all_skus() if s.accelerator.kind == "tpu" and model_matches(s.accelerator.model, kind)
-        ]
-        return _narrow(fits, cloud, product, f"{jax.local_device_count()} x {kind}", jax.local_device_count())
+        return _detect_tpu(cloud, product)
     return get_sku("cpu")
+
+
+def _detect_tpu(cloud: str | None, product: str) -> Sku:
+    try:
+        import jax
+    except ImportError:
+        raise AcceleratorUnreadable(
+            "a TPU is present but JAX is not installed; install jax[tpu] or pass --sku"
+        ) from None
+    try:
+        devices = jax.local_devices(backend="tpu")
+    except RuntimeError as exc:  # JAX has no TPU backend here: it would fall back to the CPU
+        raise AcceleratorUnreadable(f"a TPU is present but JAX cannot open it: {exc}; pass --sku") from None
+    kind = devices[0].device_kind
+    fits = [s for s in all_skus() if s.accelerator.kind == "tpu" and model_matches(s.accelerator.model, kind)]
+    return _narrow(fits, cloud, product, f"{len(devices)} x {kind}", len(devices))
 
 
 def _narrow(fits: list[Sku], cloud: str | None, product: str, seen: str, count: int) -> Sku:

@@ -3,7 +3,12 @@
 Exit codes (docs/exit-codes.md): 0 every check passed its floors (skips allowed); 1 a check
 measured below a floor or found a health fault; 2 a check errored, crashed or timed out (outranks
 1, as in the gate: rerun with --resume to complete the results); 64 bad option; 65 bad spec; 66
-spec missing; 69 the accelerator's libraries are not installed; 130 interrupted (records kept).
+spec missing; 69 the accelerator's libraries are not installed, or `--sku auto` found an
+accelerator its library cannot see; 73 --out cannot be written or another run holds the node's
+results file; 74 writing a record failed part way (disk full: the records before it are kept);
+130 interrupted (records kept).
+
+Every string that came from a node or a results file is printed through `printable`.
 """
 
 from __future__ import annotations
@@ -61,24 +66,35 @@ def burnin(
     ] = None,
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""
+    from validation.progress import printable
     from validation.registry import UnknownCheckError
-    from validation.runner import RunError, RunOptions, default_node, final_status, run_burnin
-    from validation.skuselect import AutoSkuError, detect_sku
+    from validation.runner import (
+        OutputError,
+        RunBusy,
+        RunError,
+        RunOptions,
+        default_node,
+        final_status,
+        run_burnin,
+    )
+    from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
 
     fleet = load_spec_or_exit(spec) if spec is not None else None
     chosen_level = _level(level, fleet)
     try:
         target = _sku(sku, fleet, detect_sku)
+    except AcceleratorUnreadable as exc:
+        fail(f"--sku auto: {printable(str(exc))}", exitcodes.UNAVAILABLE)
     except AutoSkuError as exc:
-        fail(f"--sku auto: {exc}", exitcodes.USAGE)
+        fail(f"--sku auto: {printable(str(exc))}", exitcodes.USAGE)
     _require_libraries(target)
     names = [n.strip() for item in only or [] for n in item.split(",") if n.strip()] or None
     if storage_path is not None and not storage_path.is_dir():
-        fail(f"--storage-path {storage_path}: not a directory", exitcodes.USAGE)
+        fail(f"--storage-path {printable(str(storage_path))}: not a directory", exitcodes.USAGE)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        fail(f"--out {out_dir}: cannot create it ({exc.strerror})", exitcodes.USAGE)
+        fail(f"--out {printable(str(out_dir))}: cannot create it ({exc.strerror})", exitcodes.CANT_CREATE)
 
     from validation.progress import make_progress
 
@@ -99,17 +115,24 @@ def burnin(
         with make_progress(out) as progress:
             summary = run_burnin(opts, progress)
     except (RunError, UnknownCheckError) as exc:
-        fail(str(exc), exitcodes.USAGE)
+        fail(printable(str(exc)), exitcodes.USAGE)
+    except RunBusy as exc:
+        fail(printable(str(exc)), exitcodes.CANT_CREATE)
+    except OutputError as exc:
+        fail(printable(str(exc)), exitcodes.IO_ERROR if exc.during_run else exitcodes.CANT_CREATE)
     except KeyboardInterrupt:
         path = out_dir / f"{opts.node}.jsonl"
         err.print(
-            Text(f"interrupted: the records in {path} are kept; continue with --resume", style="magenta")
+            Text(
+                f"interrupted: the records in {printable(str(path))} are kept; continue with --resume",
+                style="magenta",
+            )
         )
         raise typer.Exit(exitcodes.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
     counts = final_status(summary.final)
-    line = Text(f"{summary.path}: ")
+    line = Text(f"{printable(str(summary.path))}: ")
     line.append(
         summary.verdict,
         style={"ok": "bold green", "rejected": "bold red"}.get(summary.verdict, "bold magenta"),
@@ -120,7 +143,7 @@ def burnin(
     )
     out.print(line)
     for name in summary.missing:
-        err.print(Text(f"{name}: no record (the run stopped before it)", style="magenta"))
+        err.print(Text(f"{printable(name)}: no record (the run stopped before it)", style="magenta"))
     raise typer.Exit(_VERDICT_CODE[summary.verdict])
 
 
