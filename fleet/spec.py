@@ -13,7 +13,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -25,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from fleet import yamlsafe
 from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku
 from fleet.metrics import METRICS
 
@@ -452,9 +452,10 @@ def _shown(fs: FileSystem) -> str:
 class SpecError(Exception):
     """A spec that cannot be used; `problems` lists (field path, message) pairs."""
 
-    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, source: str, problems: list[tuple[str, str]], *, unreadable: bool = False) -> None:
         self.source = source
         self.problems = problems
+        self.unreadable = unreadable
         super().__init__(self.render())
 
     @property
@@ -462,27 +463,35 @@ class SpecError(Exception):
         """The file itself does not exist (as opposed to holding a bad spec)."""
         return self.problems == [("", "no such file")]
 
+    @property
+    def no_input(self) -> bool:
+        """Exit 66, not 65: there is no file to judge (missing, a directory, a FIFO, a loop, no access)."""
+        return self.missing or self.unreadable
+
     def render(self) -> str:
+        # One problem is one line, so a log line or a CI annotation carries the whole reason.
+        if len(self.problems) == 1:
+            path, msg = self.problems[0]
+            return f"{self.source}: {path + ': ' if path else ''}{msg}"
         lines = [f"{self.source}: {len(self.problems)} problem(s)"]
         lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]
         return "\n".join(lines)
 
 
 def load_spec(path: str | Path) -> FleetSpec:
-    path = Path(path)
+    """The spec in a file: the one loading path every command uses (see fleet.yamlsafe)."""
+    source = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(str(path), [("", "no such file")]) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise SpecError(str(path), [("", f"cannot read: {exc.__class__.__name__}")]) from None
+        text = yamlsafe.read_text(Path(path))
+    except yamlsafe.UnreadableError as exc:
+        raise SpecError(source, [("", exc.reason)], unreadable=not exc.missing) from None
+    except yamlsafe.RefusedYamlError as exc:
+        raise SpecError(source, [("", str(exc))]) from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise SpecError(str(path), [("", f"not valid YAML{where}")]) from None
-    return spec_from_mapping(data, source=str(path))
+        data = yamlsafe.loads(text)
+    except yamlsafe.RefusedYamlError as exc:
+        raise SpecError(source, [("", str(exc))]) from None
+    return spec_from_mapping(data, source=source)
 
 
 def spec_from_mapping(data: Any, source: str = "fleetforge:fleet") -> FleetSpec:

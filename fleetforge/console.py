@@ -29,9 +29,13 @@ def print_json(data: Any) -> None:
 
 
 def spec_failed(exc: SpecError) -> NoReturn:
-    """Report a spec that cannot be used and exit 66 (no such file) or 65 (invalid)."""
+    """Report a spec that cannot be used and exit 66 (no file to read) or 65 (invalid)."""
     err.print(Text(exc.render(), style="red"))
-    raise typer.Exit(exitcodes.NO_INPUT if exc.missing else exitcodes.DATA)
+    raise typer.Exit(spec_exit_code(exc))
+
+
+def spec_exit_code(exc: SpecError) -> int:
+    return exitcodes.NO_INPUT if exc.no_input else exitcodes.DATA
 
 
 def load_spec_or_exit(path: Path) -> FleetSpec:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from fleet.spec import SpecError, json_schema, load_spec
 from fleetforge import exitcodes
-from fleetforge.console import err, out, print_json
+from fleetforge.console import err, out, print_json, spec_exit_code
 
 spec_app = typer.Typer(help="Validate fleet specs and print their schema.", no_args_is_help=True)
 
@@ -25,7 +25,7 @@ def check(
         try:
             spec = load_spec(path)
         except SpecError as exc:
-            worst = max(worst, exitcodes.NO_INPUT if exc.missing else exitcodes.DATA)
+            worst = max(worst, spec_exit_code(exc))
             err.print(Text(exc.render(), style="red"))
             continue
         sku = spec.catalog_sku
