@@ -5,7 +5,13 @@ measure) rejects; `fail` rejects with the check's own reason; `skip` with a reas
 A node with no run record has no list of expected checks, so nothing it holds can be trusted to
 be complete: `unreadable`. Lines that did not parse are reported for their file; they reject a
 node only when its run is incomplete (they may have held what is missing). A complete run that a
-resume wrote past a damaged line is judged on what it holds, and the line stays in the notes.
+resume wrote past a damaged line is judged on what it holds, and the line stays in the notes,
+unless the problem refuses the whole file (a newer schema, an entry that is no regular file).
+
+Records claiming another node than the file's are refused (`unreadable`). A run narrowed by
+`--only` (partial) lists only the checks it ran, so it cannot pass unless the operator names the
+checks the gate expects (`--expect-checks`). When the latest run, or a check's latest record,
+cannot be told apart (equal or unreadable start times), the worst of the candidates counts.
 """
 
 from __future__ import annotations
@@ -13,14 +19,57 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fleet.metrics import Metric
-from validation.gate.collect import NodeEvidence, RunEvidence, instant
+from validation.gate.collect import NodeEvidence, RunEvidence, parsed_instant
 from validation.gate.model import LEVELS, CheckOutcome, GateSettings, NodeVerdict, Reason
 from validation.records import CheckRecord
 
+# Which of two indistinguishable records counts: the worse one (fail closed).
+_SEVERITY = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
+
 
 def judge_records(ev: NodeEvidence, settings: GateSettings, metrics: Mapping[str, Metric]) -> NodeVerdict:
+    candidates = ev.latest_candidates()
+    if len(candidates) <= 1:
+        verdict = _judge_run(ev, candidates[0] if candidates else None, settings, metrics)
+    else:
+        judged = [_judge_run(ev, run, settings, metrics) for run in candidates]
+        verdict = max(judged, key=_badness)
+    _file_rules(verdict, ev)
+    return verdict
+
+
+def _badness(v: NodeVerdict) -> tuple[bool, bool, int, str]:
+    return (v.incomplete, not v.accepted, len(v.reasons), v.run_id or "")
+
+
+def _file_rules(verdict: NodeVerdict, ev: NodeEvidence) -> None:
+    """Problems of the files themselves: they reject the node however complete its run looks."""
+    listed = verdict.incomplete  # _judge_run listed every bad line of an incomplete run already
+    for path, claimed, count in ev.foreign:
+        verdict.reasons.append(
+            Reason(
+                "unreadable",
+                None,
+                None,
+                claimed,
+                ev.node,
+                f"{path}: {count} record(s) claim node {claimed!r}, but this file is node {ev.node!r}'s "
+                f"(<node>.jsonl); refused",
+            )
+        )
+    if verdict.run_id is None:
+        return  # _no_run_record already listed every bad line
+    for bad in ev.bad_lines:
+        if bad.refuses_file and not listed:
+            verdict.reasons.append(
+                Reason("unreadable", None, None, str(bad), "a readable file", f"unreadable: {bad}")
+            )
+
+
+def _judge_run(
+    ev: NodeEvidence, run: RunEvidence | None, settings: GateSettings, metrics: Mapping[str, Metric]
+) -> NodeVerdict:
     verdict = NodeVerdict(ev.node, files=tuple(sorted(ev.files)))
-    run = ev.latest_run()
     if run is None or not run.runs:
         _no_run_record(verdict, ev, run)
         return verdict
@@ -31,6 +80,20 @@ def judge_records(ev: NodeEvidence, settings: GateSettings, metrics: Mapping[str
     verdict.files = tuple(sorted(run.files))
     latest = _latest_per_check(run)
     expected = run.expected_checks()
+    if settings.expect_checks is not None:
+        expected += [c for c in settings.expect_checks if c not in expected]
+    elif run.partial:
+        verdict.reasons.append(
+            Reason(
+                "missing",
+                None,
+                None,
+                "partial run: " + ", ".join(expected),
+                "a full run, or --expect-checks",
+                f"run {run.run_id} was narrowed by --only to {', '.join(expected) or 'no checks'}; "
+                f"a partial run passes only when --expect-checks names the checks the gate expects",
+            )
+        )
     # Outcomes in the run's own order, then checks the run recorded without listing them.
     for name in [*expected, *(c for c in latest if c not in expected)]:
         rec = latest.get(name)
@@ -64,7 +127,9 @@ def _no_run_record(verdict: NodeVerdict, ev: NodeEvidence, run: RunEvidence | No
         verdict.run_id = run.run_id
         verdict.started = run.started_text()
     files = ", ".join(sorted(ev.files)) or "(none)"
-    if run is None and not ev.bad_lines:
+    if run is None and ev.foreign and not ev.bad_lines:
+        what = "no record of its own"
+    elif run is None and not ev.bad_lines:
         what = "no records at all"
     elif run is None:
         what = "no readable record"
@@ -80,12 +145,23 @@ def _no_run_record(verdict: NodeVerdict, ev: NodeEvidence, run: RunEvidence | No
 
 
 def _latest_per_check(run: RunEvidence) -> dict[str, CheckRecord]:
+    """A resumed or retried check: the record that started last is the one that counts.
+
+    Records that started at the same instant, or whose start cannot be read, cannot be ordered:
+    among them (and the latest readable one) the worst status counts.
+    """
     latest: dict[str, CheckRecord] = {}
+    repeated: set[str] = set()
     for rec in run.checks:
-        prev = latest.get(rec.check)
-        # A resumed or retried check: the record that started last is the one that counts.
-        if prev is None or instant(rec.started) >= instant(prev.started):
-            latest[rec.check] = rec
+        if rec.check in latest:
+            repeated.add(rec.check)
+        latest[rec.check] = rec
+    for name in repeated:
+        records = [r for r in run.checks if r.check == name]
+        stamps = [parsed_instant(r.started) for r in records]
+        newest = max((s for s in stamps if s is not None), default=None)
+        candidates = [r for r, s in zip(records, stamps, strict=True) if s is None or s == newest]
+        latest[name] = max(reversed(candidates), key=lambda r: _SEVERITY[r.status])
     return latest
 
 

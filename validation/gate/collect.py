@@ -5,6 +5,10 @@ so `Z` and `+00:00` agree); a run whose run record was lost is dated by its earl
 Two runs starting at the same instant are ordered by run_id, the greater winning, so the choice
 never depends on file order. A `--resume` keeps its run_id, so a resumed run is one run: its
 checks are the union of what its run records expect, and each check's latest record counts.
+
+Identity is bound to the file: the runner writes `<out>/<node>.jsonl`, so a file speaks for the
+node it is named after and no other. A record in it claiming another node is refused and counted
+against the file's own node, so one node's file can never add to, or change, another's verdict.
 """
 
 from __future__ import annotations
@@ -37,6 +41,18 @@ class RunEvidence:
         stamps = [r.started for r in self.runs] or [c.started for c in self.checks]
         return min((instant(s) for s in stamps), default=_OLDEST)
 
+    def known_start(self) -> datetime | None:
+        """When the run started, or None when a stamp it needs cannot be read (or there is none)."""
+        stamps = [r.started for r in self.runs] or [c.started for c in self.checks]
+        parsed = [parsed_instant(s) for s in stamps]
+        if not parsed or any(p is None for p in parsed):
+            return None
+        return min(p for p in parsed if p is not None)
+
+    @property
+    def partial(self) -> bool:
+        return any(r.partial for r in self.runs)
+
     def started_text(self) -> str | None:
         if len(self.runs) == 1:
             return self.runs[0].started
@@ -50,6 +66,8 @@ class NodeEvidence:
     runs: dict[str, RunEvidence] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
     bad_lines: list[BadLine] = field(default_factory=list)
+    # records in this node's files that claim another node: (file, claimed node, how many)
+    foreign: list[tuple[str, str, int]] = field(default_factory=list)
 
     def run(self, run_id: str) -> RunEvidence:
         found = self.runs.get(run_id)
@@ -62,14 +80,35 @@ class NodeEvidence:
             return next(iter(self.runs.values()), None)
         return max(self.runs.values(), key=lambda r: (r.started(), r.run_id))
 
+    def latest_candidates(self) -> list[RunEvidence]:
+        """Runs that may be the latest: those tied at the latest known start, and any whose start
+        cannot be read (it could be later than all). The gate judges each and keeps the worst."""
+        if len(self.runs) <= 1:
+            return list(self.runs.values())
+        starts = {run_id: run.known_start() for run_id, run in self.runs.items()}
+        known = [s for s in starts.values() if s is not None]
+        newest = max(known, default=None)
+        return [r for r in self.runs.values() if starts[r.run_id] is None or starts[r.run_id] == newest]
 
-@lru_cache(maxsize=65536)
+
 def instant(stamp: str) -> datetime:
     """An ISO 8601 time as an aware instant; an unparsable one sorts as the oldest."""
+    parsed = parsed_instant(stamp)
+    return _OLDEST if parsed is None else parsed
+
+
+def parsed_instant(stamp: str) -> datetime | None:
+    """An ISO 8601 time as an aware instant, or None when it is not one."""
+    # No ISO 8601 time is this long; refusing it up front keeps huge strings out of the cache.
+    return None if len(stamp) > 64 else _parse_instant(stamp)
+
+
+@lru_cache(maxsize=65536)
+def _parse_instant(stamp: str) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(stamp)
     except ValueError:
-        return _OLDEST
+        return None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
@@ -81,38 +120,31 @@ def node_from_path(path: str) -> str:
 
 def group_by_node(files: Sequence[ResultFile]) -> dict[str, NodeEvidence]:
     nodes: dict[str, NodeEvidence] = {}
-
-    def evidence(name: str) -> NodeEvidence:
-        found = nodes.get(name)
-        if found is None:
-            found = nodes[name] = NodeEvidence(name)
-        return found
-
     for result in files:
         path = str(result.path)
-        in_file: set[str] = set()
-        # Consecutive records nearly always share node and run: look them up once per stretch.
-        last: tuple[str, str] | None = None
+        owner = node_from_path(path)
+        ev = nodes.get(owner)
+        if ev is None:
+            ev = nodes[owner] = NodeEvidence(owner)
+        ev.files.add(path)
+        foreign: dict[str, int] = {}
+        # Consecutive records nearly always share a run: look it up once per stretch.
+        last: str | None = None
         run: RunEvidence | None = None
         records: list[RunRecord | CheckRecord] = [*result.runs, *result.checks]
         for rec in records:
-            key = (rec.node, rec.run_id)
-            if key != last or run is None:
-                ev = evidence(rec.node)
+            if rec.node != owner:
+                foreign[rec.node] = foreign.get(rec.node, 0) + 1
+                continue
+            if rec.run_id != last or run is None:
                 run = ev.run(rec.run_id)
                 run.files.add(path)
-                ev.files.add(path)
-                in_file.add(rec.node)
-                last = key
+                last = rec.run_id
             if isinstance(rec, RunRecord):
                 run.runs.append(rec)
             else:
                 run.checks.append(rec)
-        if not in_file:
-            # Nothing readable: the node is known only by the file's name, and is judged unreadable.
-            in_file.add(node_from_path(path))
-            evidence(node_from_path(path)).files.add(path)
+        ev.foreign.extend((path, claimed, n) for claimed, n in foreign.items())
         if result.bad_lines:
-            for name in in_file:
-                nodes[name].bad_lines.extend(result.bad_lines)
+            ev.bad_lines.extend(result.bad_lines)
     return nodes

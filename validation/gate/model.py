@@ -13,7 +13,9 @@ from typing import Literal, NamedTuple
 
 from fleet.spec import FleetSpec, Host, ThresholdOverride, ValidationSettings
 
-Rule = Literal["floor", "outlier", "version", "missing", "error", "fail", "unreadable"]
+Rule = Literal[
+    "floor", "outlier", "version", "missing", "error", "fail", "unreadable", "implausible", "unlisted"
+]
 # Rules that mean "the gate could not see a measurement" rather than "it saw a bad one".
 INCOMPLETE_RULES: frozenset[str] = frozenset({"missing", "error", "unreadable"})
 Outcome = Literal["ok", "rejected", "incomplete"]
@@ -191,11 +193,15 @@ class GateSettings:
     thresholds: Mapping[str, ThresholdOverride] = field(default_factory=dict)
     pinned_versions: Mapping[str, str] = field(default_factory=dict)
     level: str | None = None  # the spec's burn-in level: a run at a lower level misses checks
+    # Checks every node's run must hold (--expect-checks); also what lets a partial run pass.
+    expect_checks: tuple[str, ...] | None = None
 
     @classmethod
-    def from_spec(cls, spec: FleetSpec | None, min_fleet: int = 3) -> GateSettings:
+    def from_spec(
+        cls, spec: FleetSpec | None, min_fleet: int = 3, expect_checks: tuple[str, ...] | None = None
+    ) -> GateSettings:
         if spec is None:
-            return cls(min_fleet=min_fleet)
+            return cls(min_fleet=min_fleet, expect_checks=expect_checks)
         v = spec.validation
         return cls(
             mad_k=v.mad_k,
@@ -204,6 +210,7 @@ class GateSettings:
             thresholds=dict(v.thresholds),
             pinned_versions=dict(v.pinned_versions),
             level=v.level,
+            expect_checks=expect_checks,
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -214,6 +221,7 @@ class GateSettings:
             "min_fleet": self.min_fleet,
             "pinned_versions": dict(self.pinned_versions),
             "level": self.level,
+            "expect_checks": list(self.expect_checks) if self.expect_checks is not None else None,
         }
 
 
