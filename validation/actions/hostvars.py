@@ -5,7 +5,7 @@ Stacks and on-prem inventories write each node's identifiers as host vars (names
 
 - `hostvars_from_inventory_list`: the JSON of `ansible-inventory -i INV --list`, whose `_meta.hostvars`
   Ansible has already merged with full precedence (any inventory format, group_vars/, plugins).
-- `load_inventory_hostvars`: a YAML inventory file read directly (the format `fleetforge inventory`
+- `load_inventory_hostvars`: a YAML inventory file read directly (`!unsafe` values included) (the format `fleetforge inventory`
   writes), merging vars the way Ansible does for one file: `all` first, then groups by depth
   (parents before children, ties by name), then the host's own vars. group_vars/ and host_vars/
   directories are not read; use the `--list` JSON when the inventory relies on them.
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from validation.actions.model import InventoryError, NodeIds, RejectedNode
+from validation.reports import ansible_yaml
 
 
 def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
@@ -57,20 +58,41 @@ def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str,
     hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
     if not isinstance(hostvars, Mapping):
         raise InventoryError("ansible-inventory --list output", "has no _meta.hostvars mapping")
-    return {str(h): dict(v) if isinstance(v, Mapping) else {} for h, v in hostvars.items()}
+    return {
+        str(h): {str(k): _unwrap_unsafe(x) for k, x in v.items()} if isinstance(v, Mapping) else {}
+        for h, v in hostvars.items()
+    }
+
+
+def _unwrap_unsafe(value: Any) -> Any:
+    """`--list` writes a `!unsafe` string as {"__ansible_unsafe": s}: it is the string s."""
+    if isinstance(value, Mapping):
+        if set(value) == {"__ansible_unsafe"} and isinstance(value["__ansible_unsafe"], str):
+            return ansible_yaml.Unsafe(value["__ansible_unsafe"])
+        return {k: _unwrap_unsafe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_unsafe(v) for v in value]
+    return value
 
 
 def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
     """Every host of a YAML inventory file with its merged vars."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = ansible_yaml.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InventoryError(str(path), "no such file", missing=True) from None
     except OSError as exc:
         raise InventoryError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
+    except UnicodeDecodeError:
+        raise InventoryError(str(path), "is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         raise InventoryError(str(path), f"is not valid YAML: {exc}") from None
     return _Inventory(str(path), data).hostvars()
+
+
+def inventory_hosts(data: Any, where: str) -> set[str]:
+    """Every host a parsed YAML inventory lists, in any group (InventoryError if it is not one)."""
+    return set(_Inventory(where, data).host_groups)
 
 
 class _Inventory:

@@ -1,32 +1,39 @@
 """Action `inventory`: put rejected hosts in a `rejected` group of a YAML inventory, reasons as host vars.
 
 The group is a quarantine list: hosts are added or updated, never removed, because releasing a node
-from quarantine is a person's decision. Every step of one run lands in a single atomic write (temp
-file in the same folder, fsync, rename), so a crash leaves either the old file or the new one.
-Rewriting drops YAML comments, and `!vault` values cannot be parsed: point the action at a file of
-its own inside an inventory folder (Ansible merges every file there).
+from quarantine is a person's decision. Every step of one run lands in a single atomic write
+(fleet.atomic), so a crash leaves either the old file or the new one. Rewriting drops YAML
+comments, and `!vault` values cannot be parsed: point the action at a file of its own inside an
+inventory folder (Ansible merges every file there).
+
+What a node wrote is data: reasons are tagged `!unsafe` so Ansible never templates them, and the
+action only moves hosts somebody already listed, in this file or in another YAML inventory file
+of its folder. A node name nobody listed (or one that is not a plain host name) fails its step
+and never becomes a new host.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from fleet.atomic import write_atomic
 from validation.actions.base import Action
+from validation.actions.hostvars import inventory_hosts
 from validation.actions.model import (
     ActionConfigError,
     Call,
     CallOutcome,
+    InventoryError,
     PlannedStep,
     RejectedNode,
     StepResult,
 )
+from validation.reports import ansible_yaml
 
 REASONS_VAR = "fleetforge_reject_reasons"
 _GROUP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # Ansible's valid group names
@@ -73,15 +80,21 @@ class InventoryGroup(Action):
             return []
         try:
             data = _load(self.path)
-            for step in steps:
+            listed = inventory_hosts(data, str(self.path)) | _sibling_hosts(self.path)
+            refused = {step.node: self._refusal(step.node, listed) for step in steps}
+            moving = [step for step in steps if refused[step.node] is None]
+            for step in moving:
                 for call in step.calls:
                     _add_host(data, call.params)
-            _atomic_write(self.path, yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
-        except (OSError, yaml.YAMLError, InventoryFormatError) as exc:
+            if moving:
+                write_atomic(self.path, ansible_yaml.dump(data))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryFormatError, InventoryError) as exc:
             detail = f"{type(exc).__name__}: {exc} ({self.path} unchanged)"
             return [StepResult(step, False, detail) for step in steps]
         return [
-            StepResult(
+            StepResult(step, False, reason)
+            if (reason := refused[step.node]) is not None
+            else StepResult(
                 step,
                 True,
                 f"host in group {self.group!r} of {self.path}",
@@ -89,6 +102,20 @@ class InventoryGroup(Action):
             )
             for step in steps
         ]
+
+    def _refusal(self, node: str, listed: set[str]) -> str | None:
+        """Why this node may not be moved, or None: only hosts somebody listed are moved."""
+        if not ansible_yaml.is_host_name(node):
+            return (
+                f"node name {node!r} is not an inventory host name ({ansible_yaml.HOST_NAME_RULE}); "
+                f"not added to {self.path}"
+            )
+        if node not in listed:
+            return (
+                f"node {node!r} is not a host of {self.path} or of another inventory file in "
+                f"{self.path.parent}; a node nobody listed is never added"
+            )
+        return None
 
     def _execute(self, step: PlannedStep, done: list[CallOutcome]) -> str:  # pragma: no cover
         raise NotImplementedError("InventoryGroup.apply writes all steps at once")
@@ -102,7 +129,7 @@ def _load(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"all": {"children": {}}}
-    data = yaml.safe_load(text)
+    data = ansible_yaml.load(text)
     if data is None:
         return {"all": {"children": {}}}
     if not isinstance(data, dict):
@@ -147,31 +174,23 @@ def _add_host(data: dict[str, Any], params: Mapping[str, Any]) -> None:
         entry = hosts[params["host"]] = {}
     if not isinstance(entry, dict):
         raise InventoryFormatError(f"host {params['host']!r} vars must be a mapping")
-    entry.update({k: list(v) if isinstance(v, list | tuple) else v for k, v in params["vars"].items()})
+    # What a node wrote (its reasons) is data: Ansible must never render it as a template.
+    entry.update({k: ansible_yaml.unsafe_values(v) for k, v in params["vars"].items()})
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _sibling_hosts(path: Path) -> set[str]:
+    """Hosts of the other YAML inventory files in the folder (Ansible merges a folder's files).
+    A file that is not a readable YAML inventory lists nobody."""
+    hosts: set[str] = set()
     try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    # The rename is durable only once the folder's entry is on disk.
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        siblings = sorted(p for p in path.parent.iterdir() if p.suffix in (".yml", ".yaml") and p != path)
+    except OSError:
+        return hosts
+    for sibling in siblings:
+        try:
+            if not sibling.is_file():
+                continue
+            hosts |= inventory_hosts(ansible_yaml.load(sibling.read_text(encoding="utf-8")), str(sibling))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, InventoryError):
+            continue
+    return hosts
