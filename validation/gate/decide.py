@@ -42,6 +42,7 @@ def decide(
     vocabulary: Mapping[str, Metric] = METRICS,
     expected: Sequence[str] = (),
     host_reasons: Mapping[str, Sequence[Reason]] | None = None,
+    listed: Sequence[str] | None = None,
 ) -> GateResult:
     """Judge every node in `files`. Raises GateInputError when the results cannot be judged as asked.
 
@@ -50,6 +51,10 @@ def decide(
     outside the results (a fleet run's unreachable host, a failed task): each named node is
     rejected with them, whether or not it left results; for a node without results they replace
     the generic `missing` reason, since they say why.
+
+    Which nodes may take part: when the spec lists hosts, or `listed` (an inventory's hosts) or
+    `expected` name nodes, a node with results that none of them names is rejected as `unlisted`
+    and never joins the job group; without any such list every node with results is judged.
     """
     settings = settings or GateSettings()
     notes: list[str] = []
@@ -59,6 +64,7 @@ def decide(
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
     outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
     verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes)
+    _unlisted_nodes(verdicts, plan, listed, expected)
     for v in verdicts:
         if v.node in outside:
             # A node without results got the generic `missing` reason above; the outside one says why.
@@ -94,10 +100,11 @@ def _resolve_sku(evidence: Mapping[str, NodeEvidence], asked: str | None, asked_
     """The SKU asked for, else the one the results name; a gate run judges exactly one SKU."""
     by_sku: dict[str, list[str]] = {}
     for ev in evidence.values():
-        run = ev.latest_run()
-        if run is None:
-            continue
-        for name in {r.sku for r in run.runs} | {c.sku for c in run.checks}:
+        names: set[str] = set()
+        for run in ev.latest_candidates():
+            names.update(r.sku for r in run.runs)
+            names.update(c.sku for c in run.checks)
+        for name in names:
             by_sku.setdefault(name, []).append(ev.node)
     if asked is not None:
         others = {name: nodes for name, nodes in by_sku.items() if name != asked}
@@ -141,12 +148,6 @@ def _absent_nodes(
             name, "no results for this node, which the fleet run expected (unreachable, or burn-in never ran)"
         )
     if plan is not None and plan.hosts:
-        listed = {h.name for h in plan.hosts}
-        strangers = sorted(seen - listed, key=natural_key)
-        if strangers:
-            notes.append(
-                f"results for node(s) not among the spec's hosts (judged all the same): {_listed(strangers)}"
-            )
         for host in plan.hosts:
             why.setdefault(
                 host.name,
@@ -157,6 +158,41 @@ def _absent_nodes(
         for name, message in why.items()
         if name not in seen
     ]
+
+
+def _unlisted_nodes(
+    verdicts: Sequence[NodeVerdict],
+    plan: FleetPlan | None,
+    listed: Sequence[str] | None,
+    expected: Sequence[str],
+) -> None:
+    """A node that no list names cannot vouch for itself: its results may be anyone's."""
+    sources: list[str] = []
+    allowed: set[str] = set()
+    if plan is not None and plan.hosts:
+        sources.append("the spec's hosts")
+        allowed.update(h.name for h in plan.hosts)
+    if listed is not None:
+        sources.append("the inventory")
+        allowed.update(listed)
+    if expected:
+        sources.append("the fleet run's hosts")
+        allowed.update(expected)
+    if not sources:
+        return
+    where = " or ".join(sources)
+    for v in verdicts:
+        if v.node not in allowed:
+            v.reasons.append(
+                Reason(
+                    "unlisted",
+                    None,
+                    None,
+                    v.node,
+                    where,
+                    f"node {v.node!r} is not among {where}: its results are not judged into the fleet",
+                )
+            )
 
 
 def _level_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:
