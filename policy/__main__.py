@@ -9,6 +9,8 @@ rules live in rules.py and tests call them directly.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 from pulumi_policy import (
@@ -24,7 +26,10 @@ from pulumi_policy import (
 try:
     from policy import rules  # a fleetforge environment (the project's venv, tests)
 except ImportError:  # the pack's own venv: the host runs this folder, rules.py sits beside it
-    import rules  # type: ignore[no-redef]
+    # rules.py judges SSH sources with fleet/netpolicy.py (standard library only), so the checkout
+    # above this folder goes on the path; the pack is run from a fleetforge checkout, never alone.
+    sys.path.append(str(Path(__file__).resolve().parent.parent))
+    import rules  # type: ignore[no-redef,import-not-found]
 
 
 def resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:

@@ -2,8 +2,11 @@
 
 The same functions judge `fleetforge plan`'s recorded resources and, wrapped by policy/__main__.py,
 every resource `pulumi preview`/`up` would create (CrossGuard). Properties use Pulumi's wire names
-(camelCase), which is what both the mocks record and CrossGuard passes. Standard library only: the
-policy pack runs in its own virtual environment, and tests call these without starting a server.
+(camelCase), which is what both the mocks record and CrossGuard passes. CrossGuard hands nested
+values through its own read-only proxies (a `Sequence` that is not a `list`, a `Mapping` that is not a
+`dict`, every number a float), so the rules read any Sequence or Mapping, never only list and dict.
+Standard library and `fleet.netpolicy` only (which imports nothing else): the policy pack runs in its
+own virtual environment, and tests call these without starting a server.
 
 Resource rules see one resource; stack rules see them all (a bucket's encryption and versioning are
 separate resources; homogeneity is a property of the whole fleet). Unknown resource types pass the
@@ -13,10 +16,13 @@ type must carry the tags unless it is listed as untaggable below.
 
 from __future__ import annotations
 
-import ipaddress
+import fnmatch
+import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from fleet.netpolicy import ssh_source_problem
 
 REQUIRED_TAGS = ("owner", "fleet", "dataset")
 
@@ -33,6 +39,35 @@ BUCKET_VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
 SG = "aws:ec2/securityGroup:SecurityGroup"
 SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+DEFAULT_SG = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
+GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+AZURE_NSG = "azure-native:network:NetworkSecurityGroup"
+AZURE_NSG_RULE = "azure-native:network:SecurityRule"
+ROLE = "aws:iam/role:Role"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
+SSH_PORT = 22
+# The SSM actions that read parameter values, lower case (IAM action names are case-insensitive).
+PARAMETER_READS = (
+    "ssm:getparameter",
+    "ssm:getparameters",
+    "ssm:getparametersbypath",
+    "ssm:getparameterhistory",
+)
+
+# AWS managed policies too broad for a node: AmazonSSMManagedInstanceCore alone lets a node read
+# every SSM parameter in the account (ssm:GetParameter* on "*"), the others grant more still.
+BROAD_MANAGED_POLICIES = frozenset(
+    {
+        "AmazonSSMManagedInstanceCore",
+        "AmazonEC2RoleforSSM",
+        "AmazonSSMFullAccess",
+        "AmazonSSMReadOnlyAccess",
+        "PowerUserAccess",
+        "AdministratorAccess",
+    }
+)
 
 # AWS resource types that cannot carry tags; every other aws: type must carry REQUIRED_TAGS.
 UNTAGGABLE = frozenset(
@@ -102,32 +137,67 @@ def _true(value: Any) -> bool:
 
 
 def _list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else []
+    """A list-valued property: any Sequence (CrossGuard's proxy is one), but never a string."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        return list(value)
+    return []
+
+
+def _sources(value: Any) -> list[Any]:
+    """Source ranges: a list of them, or one bare value, which a rule must still judge (fail closed)."""
+    if value is None:
+        return []
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        return list(value)
+    return [value]
 
 
 def _map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _is_internet(cidr: Any) -> bool:
-    if not isinstance(cidr, str):
-        return False
-    try:
-        return ipaddress.ip_network(cidr, strict=False).prefixlen == 0
-    except ValueError:
-        return False
+def _protocol(value: Any) -> str:
+    """A protocol name or number as text: CrossGuard turns every number into a float (6 -> 6.0)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip().lower()
 
 
 def _covers_ssh(protocol: Any, from_port: Any, to_port: Any) -> bool:
-    if str(protocol) in {"-1", "all"}:
+    proto = _protocol(protocol)
+    if proto in {"-1", "all", "*"}:
         return True
-    if str(protocol) not in {"tcp", "6"}:
+    if proto not in {"tcp", "6"}:
         return False
     try:
         low, high = int(from_port), int(to_port)
-    except (TypeError, ValueError):
-        return True  # a TCP rule without ports opens all of them
-    return low <= 22 <= high or (low, high) == (-1, -1)
+    except (TypeError, ValueError, OverflowError):
+        return True  # a TCP rule without readable ports opens all of them
+    return low <= SSH_PORT <= high or (low, high) == (-1, -1)
+
+
+def _port_ranges_cover_ssh(ranges: Iterable[Any]) -> bool:
+    """GCP/Azure port lists: "22", "20-30", "*"; an empty list means every port."""
+    texts = [str(r).strip() for r in ranges]
+    if not texts:
+        return True
+    for text in texts:
+        if text in {"*", ""}:
+            return True
+        low, _, high = text.partition("-")
+        try:
+            if int(low) <= SSH_PORT <= int(high or low):
+                return True
+        except ValueError:
+            return True  # unreadable: judged as open, fail closed
+    return False
+
+
+def _source_problems(where: str, sources: Iterable[Any]) -> Iterator[str]:
+    for source in sources:
+        problem = ssh_source_problem(source)
+        if problem is not None:
+            yield f"{where} lets {source!r} reach SSH (port {SSH_PORT}): {problem}"
 
 
 # --------------------------------------------------------------------------- resource rules
@@ -183,26 +253,130 @@ def encrypted_at_rest(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
         yield "has no kmsKeyId: encrypt the file system with the fleet's KMS key"
 
 
+def _aws_inline_ingress(props: Mapping[str, Any]) -> Iterator[str]:
+    for index, rule in enumerate(_map(r) for r in _list(props.get("ingress"))):
+        if _covers_ssh(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort")):
+            label = f"inline ingress rule {index}"
+            if rule.get("description"):
+                label += f" ({str(rule.get('description'))[:60]!r})"
+            yield from _source_problems(
+                label, _sources(rule.get("cidrBlocks")) + _sources(rule.get("ipv6CidrBlocks"))
+            )
+
+
+def _gcp_firewall(props: Mapping[str, Any]) -> Iterator[str]:
+    if str(props.get("direction") or "INGRESS").upper() != "INGRESS" or _true(props.get("disabled")):
+        return
+    allows = [_map(a) for a in _list(props.get("allows"))]
+    if any(
+        _protocol(a.get("protocol")) in {"all", "tcp", "6"} and _port_ranges_cover_ssh(_list(a.get("ports")))
+        for a in allows
+    ):
+        yield from _source_problems("the firewall", _sources(props.get("sourceRanges")))
+
+
+def _azure_rule(label: str, rule: Mapping[str, Any]) -> Iterator[str]:
+    if str(rule.get("direction", "")).lower() != "inbound" or str(rule.get("access", "")).lower() != "allow":
+        return
+    if _protocol(rule.get("protocol")) not in {"*", "tcp"}:
+        return
+    ports = _sources(rule.get("destinationPortRange")) + _list(rule.get("destinationPortRanges"))
+    if not _port_ranges_cover_ssh(ports):
+        return
+    sources = _sources(rule.get("sourceAddressPrefix")) + _list(rule.get("sourceAddressPrefixes"))
+    # Azure's service tags: "*", "Internet" and "Any" are the internet; "VirtualNetwork" is not.
+    named = [s for s in sources if not (isinstance(s, str) and s == "VirtualNetwork")]
+    internet = [s for s in named if isinstance(s, str) and s.lower() in {"*", "internet", "any"}]
+    for source in internet:
+        yield f"{label} lets {source!r} (the internet) reach SSH (port {SSH_PORT})"
+    yield from _source_problems(label, [s for s in named if s not in internet])
+
+
 def ssh_not_from_internet(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """SSH sources are judged by fleet.netpolicy: private ranges or small public blocks only."""
     if type_ == SG_INGRESS:
-        sources = [props.get("cidrIpv4"), props.get("cidrIpv6")]
-        if any(map(_is_internet, sources)) and _covers_ssh(
-            props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")
-        ):
-            yield "opens SSH (port 22) to the internet; allow a named CIDR or the bastion's group"
+        if _covers_ssh(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")):
+            yield from _source_problems(
+                "the rule", _sources(props.get("cidrIpv4")) + _sources(props.get("cidrIpv6"))
+            )
     elif type_ == SG_RULE and props.get("type") == "ingress":
-        cidrs = _list(props.get("cidrBlocks")) + _list(props.get("ipv6CidrBlocks"))
-        if any(map(_is_internet, cidrs)) and _covers_ssh(
-            props.get("protocol"), props.get("fromPort"), props.get("toPort")
-        ):
-            yield "opens SSH (port 22) to the internet; allow a named CIDR or the bastion's group"
-    elif type_ == SG:
-        for rule in (_map(r) for r in _list(props.get("ingress"))):
-            cidrs = _list(rule.get("cidrBlocks")) + _list(rule.get("ipv6CidrBlocks"))
-            if any(map(_is_internet, cidrs)) and _covers_ssh(
-                rule.get("protocol"), rule.get("fromPort"), rule.get("toPort")
-            ):
-                yield "an inline ingress rule opens SSH (port 22) to the internet"
+        if _covers_ssh(props.get("protocol"), props.get("fromPort"), props.get("toPort")):
+            yield from _source_problems(
+                "the rule", _sources(props.get("cidrBlocks")) + _sources(props.get("ipv6CidrBlocks"))
+            )
+    elif type_ in {SG, DEFAULT_SG}:
+        yield from _aws_inline_ingress(props)
+    elif type_ == GCP_FIREWALL:
+        yield from _gcp_firewall(props)
+    elif type_ == AZURE_NSG_RULE:
+        yield from _azure_rule("the rule", props)
+    elif type_ == AZURE_NSG:
+        for index, rule in enumerate(_map(r) for r in _list(props.get("securityRules"))):
+            inner = {**_map(rule.get("properties")), **rule}  # flattened or ARM-style nesting
+            yield from _azure_rule(f"security rule {rule.get('name', index)!r}", inner)
+
+
+def _policy_arn_name(arn: Any) -> str:
+    return str(arn).rpartition("/")[2] if isinstance(arn, str) else ""
+
+
+def _statements(document: Any) -> list[Mapping[str, Any]] | None:
+    """A policy document's statements; None when the document cannot be read."""
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except ValueError:
+            return None
+    if not isinstance(document, Mapping):
+        return None
+    statements = document.get("Statement")
+    if isinstance(statements, Mapping):
+        return [statements]
+    if isinstance(statements, Sequence) and not isinstance(statements, str):
+        return [_map(s) for s in statements]
+    return None
+
+
+def _reads_every_parameter(statement: Mapping[str, Any]) -> bool:
+    if statement.get("Effect") != "Allow":
+        return False
+    actions = [str(a).lower() for a in _sources(statement.get("Action"))]
+    if not any(fnmatch.fnmatchcase(read, a) for read in PARAMETER_READS for a in actions):
+        return False
+    resources = [str(r) for r in _sources(statement.get("Resource"))]
+    return any(r == "*" or r.endswith((":parameter/*", ":parameter*", ":*")) for r in resources)
+
+
+def _document_problems(where: str, document: Any) -> Iterator[str]:
+    statements = _statements(document)
+    if statements is None:
+        yield f"{where} cannot be read as an IAM policy document, so it cannot be judged"
+    elif any(_reads_every_parameter(s) for s in statements):
+        yield f"{where} lets the node read every SSM parameter in the account (ssm:GetParameter* on all)"
+
+
+def node_role_least_privilege(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Roles (fleetforge makes only node roles) get neither broad managed policies nor every parameter."""
+    if type_ in {ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT}:
+        arns = [props.get("policyArn")]
+    elif type_ == ROLE:
+        arns = _sources(props.get("managedPolicyArns"))
+        for index, inline in enumerate(_map(p) for p in _list(props.get("inlinePolicies"))):
+            if inline.get("policy") is not None:
+                yield from _document_problems(
+                    f"inline policy {inline.get('name', index)!r}", inline["policy"]
+                )
+    elif type_ == ROLE_POLICY:
+        yield from _document_problems("the policy", props.get("policy"))
+        return
+    else:
+        return
+    for arn in arns:
+        if _policy_arn_name(arn) in BROAD_MANAGED_POLICIES:
+            yield (
+                f"attaches {_policy_arn_name(arn)}, which grants far more than a node needs "
+                "(it reads every SSM parameter); grant Session Manager's own actions inline instead"
+            )
 
 
 def required_tags(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
@@ -296,6 +470,11 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "encrypted-at-rest", "Root volumes are encrypted; file systems use a KMS key.", encrypted_at_rest
     ),
     ResourceRule("ssh-not-from-internet", "SSH only from a named CIDR or a bastion.", ssh_not_from_internet),
+    ResourceRule(
+        "node-role-least-privilege",
+        "Node roles get Session Manager's own actions, never broad managed policies or every parameter.",
+        node_role_least_privilege,
+    ),
     ResourceRule("required-tags", f"Taggable resources carry {', '.join(REQUIRED_TAGS)}.", required_tags),
 )
 STACK_RULES: tuple[StackRule, ...] = (

@@ -41,6 +41,36 @@ CHECKPOINT_PREFIX = "checkpoints/"
 IMDS_HOP_LIMIT = 2
 
 
+# Session Manager's minimum for the SSM Agent on the node, instead of AmazonSSMManagedInstanceCore,
+# which also grants ssm:GetParameter* on every parameter in the account plus Run Command, State
+# Manager and inventory, none of which fleetforge uses. AWS documents this set as the custom instance
+# profile for Session Manager:
+# https://docs.aws.amazon.com/systems-manager/latest/userguide/getting-started-create-iam-instance-profile.html
+# Session logging to S3/CloudWatch or KMS-encrypted sessions would add s3:PutObject,
+# s3:GetEncryptionConfiguration, logs:* and kms:Decrypt on their own resources; fleetforge configures
+# neither, so none is granted. The node role also gets no ssm:GetParameter: the image's parameter is
+# read by `pulumi up` with the operator's credentials, never by a node.
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
+SESSION_MANAGER_POLICY: dict[str, Any] = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Sid": "SessionManagerAgent",
+            "Effect": "Allow",
+            "Action": list(SESSION_MANAGER_ACTIONS),
+            # These actions take no resource-level permissions: the agent acts on its own instance.
+            "Resource": "*",
+        }
+    ],
+}
+
+
 @dataclass(frozen=True)
 class Compute:
     group: aws.autoscaling.Group
@@ -67,7 +97,7 @@ def account(ctx: Context) -> Account:
 def instance_role(
     ctx: Context, acct: Account, bucket_arn: pulumi.Output[str] | None, key_arn: pulumi.Output[str] | None
 ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
-    """Least privilege: SSM Session Manager (no inbound SSH needed) and, with a checkpoint bucket,
+    """Least privilege: Session Manager's own actions (no inbound SSH needed) and, with a checkpoint bucket,
     read of the bucket plus write (never delete) under checkpoints/. Versioning and the lifecycle
     own retention, so a compromised node cannot destroy a checkpoint."""
     role = aws.iam.Role(
@@ -88,10 +118,10 @@ def instance_role(
         tags=ctx.tags("node-role"),
         opts=ctx.opts(),
     )
-    aws.iam.RolePolicyAttachment(
-        ctx.name("node-ssm"),
-        role=role.name,
-        policy_arn=acct.partition.apply(lambda p: f"arn:{p}:iam::aws:policy/AmazonSSMManagedInstanceCore"),
+    aws.iam.RolePolicy(
+        ctx.name("node-session-manager"),
+        role=role.id,
+        policy=json.dumps(SESSION_MANAGER_POLICY),
         opts=ctx.opts(),
     )
     if bucket_arn is not None and key_arn is not None:

@@ -1,4 +1,8 @@
-"""Policy rules on real plans (no violations) and on deliberately bad inputs (each rule fires)."""
+"""Policy rules on real plans (no violations) and on deliberately bad inputs (each rule fires).
+
+`check` here judges resources as CrossGuard hands them (pulumi_policy's own proxies, see
+crossguard.py); `plain_check` as `fleetforge plan` does (plain dicts). Both must agree.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,25 @@ import pytest
 
 from fleetforge.plan import Plan
 from policy import rules
-from policy.rules import Resource, check
+from policy.rules import Resource, Violation
+from policy.rules import check as plain_check
+from tests.policy.crossguard import crossguard, crossguard_props
 from tests.stacks.plans import AWS_SKUS, BUCKET, LT, on_demand, one, plan_of, spec_doc
 
 LT_TYPE = rules.LAUNCH_TEMPLATE
+
+
+def check(resources: list[Resource]) -> list[Violation]:
+    """The rules as the CrossGuard pack runs them: every resource's props through the real proxy."""
+    return plain_check([crossguard(r) for r in resources])
+
+
+def test_the_proxy_is_not_a_list_or_dict() -> None:
+    """The premise of these tests: CrossGuard's values are neither list nor dict, numbers floats."""
+    props = crossguard_props({"ingress": [{"cidrBlocks": ["0.0.0.0/0"], "fromPort": 22}]})
+    assert not isinstance(props, dict)
+    assert not isinstance(props["ingress"], list | tuple)
+    assert props["ingress"][0]["fromPort"] == 22.0 and isinstance(props["ingress"][0]["fromPort"], float)
 
 
 def _resources(plan: Plan) -> list[Resource]:
@@ -39,7 +58,8 @@ def _with(plan: Plan, type_: str, change: Any, suffix: str | None = None) -> lis
 @pytest.mark.parametrize("sku", AWS_SKUS)
 def test_planned_fleets_violate_nothing(sku: str) -> None:
     for doc in (on_demand(sku), spec_doc(sku=sku)):
-        assert check(_resources(plan_of(doc))) == []
+        assert plain_check(_resources(plan_of(doc))) == []
+        assert check(_resources(plan_of(doc))) == [], "CrossGuard's proxies must read the same plan"
 
 
 def test_variants_violate_nothing() -> None:
@@ -50,6 +70,7 @@ def test_variants_violate_nothing() -> None:
         spec_doc(tags={"owner": "ml-platform"}),  # no dataset: tagged dataset=unspecified
     ):
         assert plan_of(doc).violations == ()
+        assert check(_resources(plan_of(doc))) == []
 
 
 # --------------------------------------------------------------------------- each rule fires
@@ -158,7 +179,12 @@ def test_required_tags_fail_closed_for_unknown_aws_types_and_skip_others() -> No
     unknown = Resource("aws:ec2/somethingNew:SomethingNew", "n", {})
     assert [v.rule for v in check([unknown])] == ["required-tags"]
     assert (
-        check([Resource("aws:iam/rolePolicy:RolePolicy", "p", {}), Resource("pulumi:providers:aws", "a", {})])
+        check(
+            [
+                Resource("aws:iam/rolePolicy:RolePolicy", "p", {"policy": '{"Statement": []}'}),
+                Resource("pulumi:providers:aws", "a", {}),
+            ]
+        )
         == []
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from fleet.catalog import get_sku
 from fleetforge.plan_runtime import MOCK_ROOT_DEVICE
-from stacks.aws_compute import CHECKPOINT_PREFIX, IMDS_HOP_LIMIT
+from stacks.aws_compute import CHECKPOINT_PREFIX, IMDS_HOP_LIMIT, SESSION_MANAGER_ACTIONS
 from stacks.aws_network import LUSTRE_PORTS
 from tests.stacks.plans import (
     ASG,
@@ -218,7 +218,10 @@ def test_named_bucket_and_data_repository_association() -> None:
 def test_without_file_system_or_checkpoints_nothing_of_them_is_made() -> None:
     plan = plan_of(spec_doc(storage={"checkpoints": None}))
     kinds = {r.type for r in plan.resources}
-    assert not kinds & {FSX, DRA, BUCKET, "aws:iam/rolePolicy:RolePolicy"}
+    assert not kinds & {FSX, DRA, BUCKET}
+    assert [r.name.rpartition("-node-")[2] for r in of_type(plan, "aws:iam/rolePolicy:RolePolicy")] == [
+        "session-manager"
+    ]
     assert [r.name for r in of_type(plan, SG)] == ["llm-pretrain-p5-nodes-sg"]
     assert plan.outputs["storage"] is None and plan.outputs["checkpoints"] is None
     policy = json.loads(one(plan, KEY).inputs["policy"])
@@ -231,17 +234,42 @@ def test_without_file_system_or_checkpoints_nothing_of_them_is_made() -> None:
 def test_node_role_reads_the_bucket_and_writes_only_its_checkpoint_prefix() -> None:
     plan = plan_of(spec_doc())
     bucket_arn = f"arn:aws:s3:::{one(plan, BUCKET).id}"
-    statements = json.loads(one(plan, "aws:iam/rolePolicy:RolePolicy").inputs["policy"])["Statement"]
+    checkpoints = one(plan, "aws:iam/rolePolicy:RolePolicy", "node-checkpoints").inputs
+    statements = json.loads(checkpoints["policy"])["Statement"]
     actions = {a for s in statements for a in s["Action"]}
     assert not any(a.endswith("*") for a in actions) and not any("Delete" in a for a in actions)
     write = next(s for s in statements if "s3:PutObject" in s["Action"])
     assert write["Resource"] == f"{bucket_arn}/{CHECKPOINT_PREFIX}*"
     kms = next(s for s in statements if "kms:Decrypt" in s["Action"])
     assert kms["Condition"] == {"StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}}
-    ssm = one(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
-    assert ssm["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
     trust = json.loads(one(plan, "aws:iam/role:Role").inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
+
+
+def test_node_role_gets_session_manager_actions_only_never_every_parameter() -> None:
+    plan = plan_of(spec_doc())
+    assert of_type(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    assert "managedPolicyArns" not in one(plan, "aws:iam/role:Role").inputs
+    session = one(plan, "aws:iam/rolePolicy:RolePolicy", "node-session-manager").inputs
+    assert session["role"] == one(plan, "aws:iam/role:Role").id
+    (statement,) = json.loads(session["policy"])["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert sorted(statement["Action"]) == sorted(SESSION_MANAGER_ACTIONS)
+    every = [
+        a
+        for s in _node_statements(plan)
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+        if a.lower().startswith("ssm:get") or a in {"*", "ssm:*"}
+    ]
+    assert every == [], "no node policy reads SSM parameters"
+
+
+def _node_statements(plan: Any) -> list[dict[str, Any]]:
+    return [
+        s
+        for r in of_type(plan, "aws:iam/rolePolicy:RolePolicy")
+        for s in json.loads(r.inputs["policy"])["Statement"]
+    ]
 
 
 def test_image_from_the_spec_is_pinned_instead_of_the_dlami() -> None:
