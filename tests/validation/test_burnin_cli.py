@@ -52,6 +52,7 @@ def test_cpu_burnin_writes_results_and_exits_zero(tmp_path: Path, capsys: pytest
     )
     results = read_results(tmp_path / "n1.jsonl")
     assert [r.sku for r in results.runs] == ["cpu"]  # auto: no accelerator on this machine
+    assert results.runs[0].partial  # --only narrowed the quick level: the gate must know
     assert [(c.check, c.status) for c in results.checks] == [
         ("inventory", "pass"),
         ("health", "pass"),
@@ -92,6 +93,17 @@ def test_bad_options(
     assert got == code
     assert message in err and "Traceback" not in err
     assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_an_out_that_cannot_be_a_folder_is_cant_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, _, err = burnin(capsys, "--sku", "cpu", "--only", "health", "--out", str(blocker / "out"))
+    assert code == exitcodes.CANT_CREATE and code != exitcodes.REJECTED
+    assert f"--out {blocker / 'out'}: cannot create it" in err and "Traceback" not in err
+    assert blocker.read_text() == "not a folder"
 
 
 def test_spec_contradicting_the_sku_and_invalid_spec(

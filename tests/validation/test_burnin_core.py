@@ -3,6 +3,7 @@ detection, and the runner's process plumbing."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,8 +19,10 @@ from validation.models import model_matches
 from validation.outcome import CheckOutcome, floor_for, judge
 from validation.parsers import fio, kernlog, perftest, sysfs, throttle
 from validation.procutil import pin_blas_threads, usable_cpus
+from validation.progress import finished_line, printable
+from validation.records import CheckRecord
 from validation.registry import Check, Raw, Registry, UnknownCheckError, load_registry
-from validation.skuselect import AutoSkuError, detect_sku
+from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
 
 
 def test_kernel_log_parsers() -> None:
@@ -188,6 +191,114 @@ def test_auto_sku_without_an_accelerator_is_cpu(tmp_path: Path) -> None:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
 
     assert detect_sku(dmi(tmp_path, "QEMU", "Standard PC"), tmp_path, nvml=NoDriver([])).sku == "cpu"
+
+
+def nvidia_pci(tmp_path: Path, pci_class: str = "0x030200") -> Path:
+    """A sysfs tree with one NVIDIA PCI function (a 3D controller by default) and QEMU DMI."""
+    return materialize(
+        {
+            "class/dmi/id/sys_vendor": "QEMU",
+            "class/dmi/id/product_name": "Standard PC",
+            "bus/pci/devices/0000:00:02.0/vendor": "0x1af4",  # virtio: not a GPU
+            "bus/pci/devices/0000:00:02.0/class": "0x020000",
+            "bus/pci/devices/0000:1b:00.0/vendor": "0x10de",
+            "bus/pci/devices/0000:1b:00.0/class": pci_class,
+        },
+        tmp_path / "sys",
+    )
+
+
+def failing_init(code: int) -> Any:
+    def init() -> None:
+        raise pynvml.NVMLError(code)  # the real module builds its real subclass from the code
+
+    return init
+
+
+@pytest.mark.parametrize(
+    ("code", "cause"),
+    [
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "Driver Not Loaded"),
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found"),
+        (pynvml.NVML_ERROR_NO_PERMISSION, "Insufficient Permissions"),
+    ],
+)
+def test_auto_sku_never_demotes_a_gpu_node_when_nvml_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int, cause: str
+) -> None:
+    monkeypatch.setattr(pynvml, "nvmlInit", failing_init(code))
+    with pytest.raises(AcceleratorUnreadable, match=rf"PCI device 0000:1b:00.0 is an NVIDIA GPU.*{cause}"):
+        detect_sku(nvidia_pci(tmp_path), tmp_path / "dev")
+
+
+def test_auto_sku_never_demotes_a_gpu_node_without_pynvml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
+    dev = materialize({"nvidia0": "", "nvidiactl": ""}, tmp_path / "dev")
+    with pytest.raises(AcceleratorUnreadable, match=r"nvidia0 exists but pynvml is not installed"):
+        detect_sku(dmi(tmp_path, "QEMU", "Standard PC"), dev)
+
+
+def test_auto_sku_gpu_lost_while_listing_is_an_error(tmp_path: Path) -> None:
+    class LostGpu(FakeNvml):
+        def nvmlDeviceGetCount(self) -> int:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    with pytest.raises(AcceleratorUnreadable, match="cannot list the GPUs: GPU is lost"):
+        detect_sku(dmi(tmp_path, "QEMU", "Standard PC"), tmp_path, nvml=LostGpu([h100(0)]))
+
+
+def test_an_nvswitch_alone_is_not_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pynvml, "nvmlInit", failing_init(pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    # NVIDIA's vendor id on a bridge-class function (NVSwitch) is no GPU: the node is a cpu node.
+    assert detect_sku(nvidia_pci(tmp_path, "0x068000"), tmp_path / "dev").sku == "cpu"
+
+
+def test_auto_sku_never_demotes_a_tpu_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dev = materialize({"accel0": ""}, tmp_path / "dev")
+    monkeypatch.setitem(sys.modules, "jax", None)
+    with pytest.raises(AcceleratorUnreadable, match="TPU is present but JAX is not installed"):
+        detect_sku(dmi(tmp_path, "Google", "Google Compute Engine"), dev, nvml=FakeNvml([]))
+
+    class CpuOnlyJax:
+        # JAX without its TPU plugin: asking for the tpu backend raises; devices() would be cpu.
+        @staticmethod
+        def local_devices(backend: str | None = None) -> list[Any]:
+            raise RuntimeError(f"Unknown backend {backend}")
+
+        @staticmethod
+        def devices() -> list[Any]:
+            return [type("Cpu", (), {"device_kind": "cpu"})()]
+
+        @staticmethod
+        def local_device_count() -> int:
+            return 1
+
+    monkeypatch.setitem(sys.modules, "jax", CpuOnlyJax)
+    with pytest.raises(AcceleratorUnreadable, match="TPU is present but JAX cannot open it: Unknown backend"):
+        detect_sku(dmi(tmp_path, "Google", "Google Compute Engine"), dev, nvml=FakeNvml([]))
+
+
+def test_printed_reasons_and_names_cannot_forge_lines_or_markup() -> None:
+    assert printable("plain [bold] text") == "plain [bold] text"
+    assert printable("a\nn2: pass\x1b[2J\u202e\r") == "a\\nn2: pass\\x1b[2J\\u202e\\r"
+    record = CheckRecord.model_validate(
+        {
+            "run_id": "r",
+            "node": "n1",
+            "sku": "cpu",
+            "level": "quick",
+            "started": "2026-12-01T00:00:00Z",
+            "check": "health",
+            "status": "fail",
+            "reason": "xid 79\n[2/2] health: pass\x1b[32m [/bold]",
+            "duration_s": 1.0,
+        }
+    )
+    line = finished_line(record, 1, 2)
+    assert "\n" not in line.plain and "\x1b" not in line.plain
+    assert line.plain.endswith("xid 79\\n[2/2] health: pass\\x1b[32m [/bold]")
 
 
 def test_blas_threads_are_pinned_once_and_respect_the_operator() -> None:

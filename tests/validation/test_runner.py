@@ -1,8 +1,10 @@
 """The runner: timeouts enforced from outside, crashes recorded as errors, durable records,
-resume after the runner itself is killed, and no pass without measurements."""
+resume after the runner itself is killed, no pass without measurements, one writer per node
+file, and output faults that stop the run without losing what was recorded."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -15,11 +17,25 @@ from typing import Any
 import pytest
 
 from fleet.catalog import get_sku
+from tests.validation.burnin_fake_checks import Ok
 from tests.validation.burnin_helpers import FAKE_REGISTRY
-from validation.records import read_results
-from validation.runner import RunError, RunOptions, RunSummary, _decode, _record, run_burnin
+from validation.records import ResultsWriter, read_results
+from validation.registry import Registry
+from validation.runner import (
+    OutputError,
+    RunBusy,
+    RunError,
+    RunOptions,
+    RunSummary,
+    _decode,
+    _record,
+    run_burnin,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
+# A level of one check: running "all of it" stays cheap, for the partial flag.
+ONE_CHECK = Registry()
+ONE_CHECK.register(Ok)
 
 
 def opts(tmp_path: Path, only: list[str], **kw: Any) -> RunOptions:
@@ -228,3 +244,109 @@ def test_resume_trims_a_partial_last_line(tmp_path: Path) -> None:
     assert [r.record.check for r in summary.runs] == ["ok2"]
     after = read_results(first.path)
     assert not after.bad_lines and [c.check for c in after.checks] == ["ok", "ok2"]
+
+
+def test_resume_keeps_a_whole_last_record_that_only_lacks_its_newline(tmp_path: Path) -> None:
+    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    text = first.path.read_text()
+    first.path.write_text(text.rstrip("\n"))  # ok2's record is whole; only the newline is missing
+    summary = run_burnin(opts(tmp_path, None, resume=True))  # type: ignore[arg-type]
+    assert summary.runs == [] and summary.kept == ["ok", "ok2"]  # nothing cut, nothing rerun
+    assert first.path.read_text() == text
+
+
+def _start_slow_runner(out: Path, pidfile: Path) -> subprocess.Popen[bytes]:
+    runner = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_RUNNER.format(registry=FAKE_REGISTRY), str(out), str(pidfile)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline and runner.poll() is None:
+        time.sleep(0.05)
+    assert pidfile.exists(), runner.stderr.read().decode() if runner.stderr else "runner died"
+    return runner
+
+
+def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    runner = _start_slow_runner(out, tmp_path / "slow.pid")  # holds t1.jsonl while "slow" runs
+    try:
+        path = out / "t1.jsonl"
+        before = path.read_bytes()
+        for resume in (False, True):
+            t0 = time.monotonic()
+            with pytest.raises(RunBusy, match=rf"t1\.jsonl: another burn-in \(pid {runner.pid}\)"):
+                run_burnin(opts(tmp_path, None if resume else ["ok"], resume=resume))  # type: ignore[arg-type]
+            assert time.monotonic() - t0 < 5.0  # refused at once, not after waiting for the lock
+        # Not moved aside, not trimmed, not appended to: the live run's file is as it was.
+        assert path.read_bytes() == before and not path.with_name("t1.jsonl.prev").exists()
+    finally:
+        runner.kill()  # a crash: the kernel releases the lock with the process
+        runner.wait()
+    assert run_burnin(opts(tmp_path, ["ok"])).verdict == "ok"
+
+
+def test_a_write_that_fails_mid_run_stops_closed_and_keeps_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_append = ResultsWriter.append
+    calls: list[int] = []
+
+    def append_until_full(self: ResultsWriter, record: Any) -> None:
+        calls.append(1)
+        if len(calls) == 3:  # the run record and ok's record land; ok2's finds the disk full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_append(self, record)
+
+    monkeypatch.setattr(ResultsWriter, "append", append_until_full)
+    with pytest.raises(OutputError, match=r"writing the check ok2 record failed \(No space left") as exc:
+        run_burnin(opts(tmp_path, ["ok", "ok2", "ok3"]))
+    assert exc.value.during_run
+    on_disk = read_results(tmp_path / "out" / "t1.jsonl")
+    assert len(on_disk.runs) == 1 and [c.check for c in on_disk.checks] == ["ok"]  # ok3 never ran
+    assert not on_disk.bad_lines
+
+
+def test_a_results_file_that_cannot_be_opened_is_an_output_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def read_only(self: ResultsWriter, path: Path) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(ResultsWriter, "__init__", read_only)
+    with pytest.raises(OutputError, match=r"t1\.jsonl: cannot open it for writing \(Read-only") as exc:
+        run_burnin(opts(tmp_path, ["ok"]))
+    assert not exc.value.during_run
+
+
+def test_a_run_narrowed_by_only_is_partial(tmp_path: Path) -> None:
+    narrowed = run_burnin(opts(tmp_path, ["ok"]))
+    assert read_results(narrowed.path).runs[0].partial is True
+    whole = RunOptions(
+        sku=get_sku("cpu"), level="quick", out_dir=tmp_path / "whole", node="t1", registry=ONE_CHECK_NAME
+    )
+    assert read_results(run_burnin(whole).path).runs[0].partial is False
+    # Naming every check of the level is the whole level, not a partial run.
+    every = RunOptions(
+        sku=get_sku("cpu"),
+        level="quick",
+        out_dir=tmp_path / "every",
+        node="t1",
+        registry=ONE_CHECK_NAME,
+        only=["ok"],
+    )
+    assert read_results(run_burnin(every).path).runs[0].partial is False
+
+
+ONE_CHECK_NAME = f"{__name__}:ONE_CHECK"
+
+
+@pytest.mark.parametrize("node", ["n1\n", "n1\nforged: pass", "a" * 245, "n\x1b[31m", ".hidden"])
+def test_node_names_that_cannot_be_a_file_name_are_refused(tmp_path: Path, node: str) -> None:
+    with pytest.raises(RunError, match="node name is 1 to 244"):
+        run_burnin(
+            RunOptions(sku=get_sku("cpu"), level="quick", out_dir=tmp_path, node=node, registry=FAKE_REGISTRY)
+        )
+    assert list(tmp_path.iterdir()) == []
