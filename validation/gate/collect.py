@@ -113,8 +113,11 @@ def _parse_instant(stamp: str) -> datetime | None:
 
 
 def node_from_path(path: str) -> str:
-    """The runner writes `<out>/<node>.jsonl`; a file with nothing readable is named by its stem."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    """The runner writes `<out>/<node>.jsonl`: the file's name, less `.jsonl`, is its node.
+
+    Only `/` separates folders: a backslash is an ordinary character in a POSIX file (and node) name.
+    """
+    name = path.rsplit("/", 1)[-1]
     return name[: -len(".jsonl")] if name.endswith(".jsonl") else name
 
 

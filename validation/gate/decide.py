@@ -73,7 +73,7 @@ def decide(
             v.reasons.extend(outside[v.node])
     verdicts.sort(key=lambda v: natural_key(v.node))
     _level_notes(verdicts, notes)
-    stats = judge_measures(verdicts, settings, limits, vocabulary, notes)
+    stats = judge_measures(verdicts, settings, limits, vocabulary, notes, catalog_sku)
     judge_versions(verdicts, settings, notes)
     reports = [FileReport(str(f.path), len(f.runs) + len(f.checks), _bad(f)) for f in files]
     for report in reports:

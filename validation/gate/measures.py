@@ -27,6 +27,7 @@ import numpy.typing as npt
 from fleet.catalog import Sku
 from fleet.metrics import Metric
 from validation.gate.model import MAD_SCALE, GateInputError, GateSettings, MetricStats, NodeVerdict, Reason
+from validation.gate.plausible import judge_plausibility
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -74,8 +75,13 @@ def judge_measures(
     limits: Mapping[str, Limit],
     vocabulary: Mapping[str, Metric],
     notes: list[str],
+    sku: Sku | None = None,
 ) -> dict[str, MetricStats]:
-    """Add floor, outlier and missing-metric reasons to `verdicts`; return the per-metric stats."""
+    """Add floor, outlier, implausible and missing-metric reasons to `verdicts`; return the stats.
+
+    A metric with a limit (the SKU's reference or the spec's threshold) that no node measured
+    rejects every node as `missing`: the gate cannot accept a fleet on a figure nobody took.
+    """
     judged = [v for v in verdicts if v.run_id is not None and v.level is not None]
     names = sorted({m for v in judged for m in v.metrics} | set(limits))
     unknown = [m for m in names if m not in vocabulary and m not in limits]
@@ -92,6 +98,9 @@ def judge_measures(
         for metric, x in v.metrics.items():
             row[index[metric]] = x
     _non_finite(judged, names, values)
+    measured = ~np.isnan(values)
+    measured_count = measured.sum(axis=0)
+    judge_plausibility(judged, names, values, vocabulary, sku)
     present = ~np.isnan(values)
     count = present.sum(axis=0)
     higher = np.array([vocabulary[m].higher_is_better if m in vocabulary else True for m in names])
@@ -127,11 +136,15 @@ def judge_measures(
                 threshold[j] = min(med - k * spread, med - margin * abs(med))
             else:
                 threshold[j] = max(med + k * spread, med + margin * abs(med))
-        elif metric in limits:
-            note = "no node reported it: its limit was not applied"
+        elif metric in limits and measured_count[j] == 0:
+            note = "no node reported it: every node is rejected as missing it"
             notes.append(
-                f"{metric}: no node reported it, so its limit ({_bound(higher[j], limit[j])}) was not applied"
+                f"{metric}: no node reported it, so no node can be held to its limit "
+                f"({_bound(higher[j], limit[j])}); every node is rejected as missing it"
             )
+            _unmeasured_everywhere(judged, metric, limits[metric])
+        elif metric in limits:
+            note = "no plausible value on any node: its limit was not applied"
         metric_def = vocabulary.get(metric)
         stats[metric] = MetricStats(
             metric=metric,
@@ -150,7 +163,7 @@ def judge_measures(
         outlier = np.where(higher, values < threshold, values > threshold)
     _floor_reasons(judged, names, values, below_limit, higher, limits)
     _outlier_reasons(judged, names, values, outlier, higher, median, mad, threshold, settings)
-    _missing_metric_reasons(judged, names, present, count)
+    _missing_metric_reasons(judged, names, measured, measured_count)
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
     return stats
@@ -176,6 +189,21 @@ def _non_finite(judged: Sequence[NodeVerdict], names: Sequence[str], values: Flo
                 )
             )
             values[i, names.index(metric)] = np.nan
+
+
+def _unmeasured_everywhere(judged: Sequence[NodeVerdict], metric: str, limit: Limit) -> None:
+    for v in judged:
+        v.reasons.append(
+            Reason(
+                "missing",
+                None,
+                metric,
+                None,
+                limit.value,
+                f"{metric}: no node of the fleet measured it, and it has a limit ({limit.source}); "
+                f"a figure nobody took cannot be accepted",
+            )
+        )
 
 
 def _floor_reasons(
