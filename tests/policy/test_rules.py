@@ -7,6 +7,7 @@ crossguard.py); `plain_check` as `fleetforge plan` does (plain dicts). Both must
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -224,3 +225,187 @@ def test_mixed_instance_types_fire_once_for_the_stack() -> None:
         },
     )
     assert [v.rule for v in check([override])] == ["one-instance-type"]
+
+
+# --------------------------------------------------------------------------- SSH sources, every cloud
+
+SSH_TCP = {"protocol": "tcp", "fromPort": 22, "toPort": 22}
+WIDE_PUBLIC = ["0.0.0.0/0", "203.0.0.0/16", "198.51.100.0/23", "::/0", "2001:db8::/48", "::ffff:0:0/96"]
+NARROW = ["10.0.0.0/8", "203.0.113.0/24", "fd00::/8", "2001:db8:1:2::/64"]
+
+
+def _ssh_messages(resource: Resource) -> list[str]:
+    return [str(v) for v in check([resource]) if v.rule == "ssh-not-from-internet"]
+
+
+@pytest.mark.parametrize("cidr", WIDE_PUBLIC)
+def test_an_inline_security_group_rule_is_judged_through_the_proxy(cidr: str) -> None:
+    key = "ipv6CidrBlocks" if ":" in cidr else "cidrBlocks"
+    group = Resource(rules.SG, "g", {"ingress": [{**SSH_TCP, "description": "admin", key: [cidr]}]})
+    (message,) = _ssh_messages(group)
+    assert "[ssh-not-from-internet]" in message and "inline ingress rule 0 ('admin')" in message
+    assert repr(cidr) in message
+    default = Resource(rules.DEFAULT_SG, "d", {"ingress": [{"protocol": "-1", key: [cidr]}]})
+    assert len(_ssh_messages(default)) == 1
+
+
+@pytest.mark.parametrize("cidr", NARROW)
+def test_narrow_or_private_sources_pass_in_every_aws_form(cidr: str) -> None:
+    v6 = ":" in cidr
+    forms = [
+        Resource(
+            rules.SG, "g", {"ingress": [{**SSH_TCP, ("ipv6CidrBlocks" if v6 else "cidrBlocks"): [cidr]}]}
+        ),
+        Resource(
+            rules.SG_RULE,
+            "r",
+            {"type": "ingress", **SSH_TCP, ("ipv6CidrBlocks" if v6 else "cidrBlocks"): [cidr]},
+        ),
+        Resource(
+            rules.SG_INGRESS,
+            "i",
+            {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22, ("cidrIpv6" if v6 else "cidrIpv4"): cidr},
+        ),
+    ]
+    assert [m for f in forms for m in _ssh_messages(f)] == []
+
+
+@pytest.mark.parametrize("cidr", ["203.0.0.0/16", "2001:db8::/32", "not-a-cidr"])
+def test_wide_public_sources_fire_in_rule_resources_not_only_the_whole_internet(cidr: str) -> None:
+    v6 = ":" in cidr
+    legacy = Resource(
+        rules.SG_RULE, "r", {"type": "ingress", **SSH_TCP, ("ipv6CidrBlocks" if v6 else "cidrBlocks"): [cidr]}
+    )
+    modern = Resource(
+        rules.SG_INGRESS, "i", {"ipProtocol": "6", "fromPort": 0, "toPort": 65535, "cidrIpv4": cidr}
+    )
+    assert len(_ssh_messages(legacy)) == 1
+    assert len(_ssh_messages(modern)) == 1
+
+
+def test_a_bare_string_where_a_list_belongs_is_still_judged() -> None:
+    group = Resource(rules.SG, "g", {"ingress": [{**SSH_TCP, "cidrBlocks": "0.0.0.0/0"}]})
+    assert len(_ssh_messages(group)) == 1
+
+
+def test_rules_not_reaching_ssh_pass() -> None:
+    https = Resource(
+        rules.SG,
+        "g",
+        {"ingress": [{"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidrBlocks": ["0.0.0.0/0"]}]},
+    )
+    udp = Resource(
+        rules.SG_INGRESS, "u", {"ipProtocol": "udp", "fromPort": 22, "toPort": 22, "cidrIpv4": "0.0.0.0/0"}
+    )
+    egress = Resource(rules.SG_RULE, "e", {"type": "egress", **SSH_TCP, "cidrBlocks": ["0.0.0.0/0"]})
+    assert [m for r in (https, udp, egress) for m in _ssh_messages(r)] == []
+
+
+@pytest.mark.parametrize(
+    ("allows", "ranges", "fires"),
+    [
+        ([{"protocol": "tcp", "ports": ["22"]}], ["0.0.0.0/0"], True),
+        ([{"protocol": "tcp", "ports": ["20-30"]}], ["35.235.240.0/20"], True),
+        ([{"protocol": "all"}], ["198.51.0.0/16"], True),
+        ([{"protocol": "tcp", "ports": ["22"]}], ["10.128.0.0/9"], False),
+        ([{"protocol": "tcp", "ports": ["443"]}], ["0.0.0.0/0"], False),
+    ],
+)
+def test_gcp_firewall_sources_are_judged(allows: list[Any], ranges: list[str], fires: bool) -> None:
+    firewall = Resource(
+        rules.GCP_FIREWALL, "fw", {"direction": "INGRESS", "allows": allows, "sourceRanges": ranges}
+    )
+    assert bool(_ssh_messages(firewall)) is fires
+
+
+@pytest.mark.parametrize(
+    ("source", "ports", "fires"),
+    [
+        ("*", "22", True),
+        ("Internet", "*", True),
+        ("198.51.0.0/16", "20-25", True),
+        ("VirtualNetwork", "22", False),
+        ("10.0.0.0/8", "22", False),
+        ("*", "443", False),
+    ],
+)
+def test_azure_security_rules_are_judged(source: str, ports: str, fires: bool) -> None:
+    rule = {
+        "direction": "Inbound",
+        "access": "Allow",
+        "protocol": "Tcp",
+        "destinationPortRange": ports,
+        "sourceAddressPrefix": source,
+    }
+    assert bool(_ssh_messages(Resource(rules.AZURE_NSG_RULE, "r", rule))) is fires
+    nsg = Resource(rules.AZURE_NSG, "nsg", {"securityRules": [{"name": "ssh", **rule}]})
+    assert bool(_ssh_messages(nsg)) is fires
+
+
+# --------------------------------------------------------------------------- node role least privilege
+
+CORE = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+
+
+def _doc(action: Any, resource: Any = "*") -> str:
+    return json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": action, "Resource": resource}]}
+    )
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        Resource(rules.ROLE_POLICY_ATTACHMENT, "a", {"role": "node", "policyArn": CORE}),
+        Resource(
+            rules.ROLE_POLICY_ATTACHMENT,
+            "a",
+            {"role": "node", "policyArn": CORE.replace(":aws:", ":aws-us-gov:")},
+        ),
+        Resource(
+            rules.ROLE, "r", {"managedPolicyArns": [CORE], "tags": dict.fromkeys(rules.REQUIRED_TAGS, "x")}
+        ),
+        Resource(rules.ROLE_POLICY, "p", {"policy": _doc(["ssm:GetParameter*"])}),
+        Resource(rules.ROLE_POLICY, "p", {"policy": _doc("ssm:*")}),
+        Resource(
+            rules.ROLE_POLICY,
+            "p",
+            {"policy": _doc(["SSM:GetParameters"], ["arn:aws:ssm:us-east-1:1:parameter/*"])},
+        ),
+        Resource(rules.ROLE_POLICY, "p", {"policy": "{not json"}),
+        Resource(
+            rules.ROLE,
+            "r",
+            {
+                "inlinePolicies": [{"name": "x", "policy": _doc("*")}],
+                "tags": dict.fromkeys(rules.REQUIRED_TAGS, "x"),
+            },
+        ),
+    ],
+    ids=[
+        "core",
+        "core-govcloud",
+        "role-managed",
+        "get-star",
+        "ssm-star",
+        "mixed-case",
+        "unreadable",
+        "role-inline",
+    ],
+)
+def test_broad_node_permissions_fire(resource: Resource) -> None:
+    assert [v.rule for v in check([resource])] == ["node-role-least-privilege"]
+
+
+def test_the_planned_node_role_passes_and_a_scoped_parameter_read_would_too() -> None:
+    plan = plan_of(spec_doc())
+    roles = [
+        r for r in _resources(plan) if r.type in {rules.ROLE, rules.ROLE_POLICY, rules.ROLE_POLICY_ATTACHMENT}
+    ]
+    assert len(roles) >= 2 and check(roles) == []
+    scoped = Resource(
+        rules.ROLE_POLICY,
+        "p",
+        {"policy": _doc("ssm:GetParameter", "arn:aws:ssm:us-east-1:1:parameter/fleet/x")},
+    )
+    assert check([scoped]) == []
