@@ -14,6 +14,11 @@ An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet 
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
 plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
 node_filter, reaching nodes by private address), with the same groups and variables.
+
+Every value comes from a spec or stack outputs, so it is data: in a static inventory every string
+is tagged `!unsafe` (Ansible never templates it) and host names must be plain host names; in the
+plugin's `compose` (Jinja expressions by design, whose results Ansible templates again when a
+play uses them) a string is only allowed from a character set in which no template can be spelled.
 """
 
 from __future__ import annotations
@@ -22,10 +27,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.spec import FleetSpec
+from validation.reports import ansible_yaml
 
 GROUPS = ("gpu_nodes", "ib_nodes", "lustre_clients", "beegfs_clients", "nvmeof_clients")
 NCCL_FABRIC = {
@@ -41,6 +45,16 @@ LUSTRE_KINDS = {"lustre", "fsx-lustre", "managed-lustre", "amlfs"}
 # Managed Lustre services speak LNet over TCP; an on-prem o2ib NID says InfiniBand.
 _NID = re.compile(r"^[A-Za-z0-9.:-]+@(tcp|o2ib)[0-9]*$")
 _MOUNT_SOURCE = re.compile(r"^(?P<nids>[^/]+):/(?P<fsname>[A-Za-z0-9_]{1,8})$")
+# Strings a compose expression may carry: no braces, '%', '#', quotes or backslashes, so neither
+# the expression nor the value it yields can hold a template.
+_COMPOSE_TEXT = re.compile(r"[A-Za-z0-9 ._:/@(),=+-]*")
+# The stack output each compose variable comes from, so an error names the field to fix.
+_COMPOSE_SOURCE = {
+    "fleetforge_fleet": "fleet.name",
+    "lustre_client_mgs_nids": "storage.mount_source",
+    "lustre_client_fsname": "storage.mount_source",
+    "lustre_client_mount_point": "storage.mount_point",
+}
 
 
 class InventoryError(ValueError):
@@ -63,6 +77,8 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
     sku = spec.catalog_sku
     hosts: dict[str, dict[str, Any]] = {}
     for h in spec.hosts:
+        if not ansible_yaml.is_host_name(h.name):
+            raise InventoryError("hosts[].name", f"{h.name!r}: allowed: {ansible_yaml.HOST_NAME_RULE}")
         entry: dict[str, Any] = {"ansible_host": h.address}
         if h.port != 22:
             entry["ansible_port"] = h.port
@@ -96,11 +112,15 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
     for g, gvars in group_vars.items():
         if gvars and groups[g]:
             children[g]["vars"] = gvars
+    # Every string below came from the spec: written `!unsafe`, data to Ansible, never a template.
     return {
         "all": {
-            "hosts": hosts,
-            "vars": _fleet_vars(spec.name, sku, spec.validation.pinned_versions),
-            "children": children,
+            "hosts": {name: ansible_yaml.unsafe_values(v) for name, v in hosts.items()},
+            "vars": ansible_yaml.unsafe_values(_fleet_vars(spec.name, sku, spec.validation.pinned_versions)),
+            "children": {
+                g: {k: ansible_yaml.unsafe_values(v) if k == "vars" else v for k, v in body.items()}
+                for g, body in children.items()
+            },
         }
     }
 
@@ -141,11 +161,14 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
         if groups[g]:
             merged.update(gvars)
     for key, value in merged.items():
-        compose[key] = _jinja_literal(value)
+        compose[key] = _jinja_literal(value, _COMPOSE_SOURCE.get(key, f"compose.{key}"))
     return {
         "plugin": "amazon.aws.aws_ec2",
-        "regions": [region],
-        "filters": {**{str(k): v for k, v in node_filter.items()}, "instance-state-name": ["running"]},
+        "regions": [ansible_yaml.Unsafe(region)],
+        "filters": {
+            **{str(k): ansible_yaml.unsafe_values(v) for k, v in node_filter.items()},
+            "instance-state-name": ["running"],
+        },
         "hostnames": ["private-ip-address"],
         "compose": compose,
         "groups": {g: "true" if members else "false" for g, members in groups.items()},
@@ -156,7 +179,7 @@ def render(inventory: Mapping[str, Any], source: str) -> str:
     header = (
         f"# Ansible inventory written by `fleetforge inventory` from {source}; regenerate, do not edit.\n"
     )
-    return header + yaml.safe_dump(dict(inventory), sort_keys=False, default_flow_style=False)
+    return header + ansible_yaml.dump(dict(inventory))
 
 
 def default_output_name(inventory: Mapping[str, Any], fleet_name: str) -> str:
@@ -244,14 +267,23 @@ def _lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _jinja_literal(value: Any) -> str:
-    """A compose expression that evaluates to `value` (compose values are Jinja expressions)."""
+def _jinja_literal(value: Any, field: str) -> str:
+    """A compose expression that evaluates to `value` (compose values are Jinja expressions).
+
+    The value a compose expression yields becomes a plain host var, which Ansible templates again
+    when a play reads it; a string is therefore refused unless it cannot hold a template at all."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        if not _COMPOSE_TEXT.fullmatch(value):
+            raise InventoryError(
+                field,
+                f"{value!r} cannot be written into the inventory plugin's compose; "
+                "allowed: letters, digits, space and . _ : / @ ( ) , = + -",
+            )
+        return "'" + value + "'"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_jinja_literal(v) for v in value) + "]"
+        return "[" + ", ".join(_jinja_literal(v, field) for v in value) + "]"
     raise TypeError(f"no Jinja literal for {type(value).__name__}")

@@ -8,14 +8,13 @@ cannot make an inventory (named field), 66 an input file missing or unreadable; 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
+from fleet.atomic import write_atomic
 from fleetforge import exitcodes
 from fleetforge.console import err, fail, load_spec_or_exit
 from fleetforge.inventory import InventoryError, from_spec, from_stack_outputs, render
@@ -92,19 +91,14 @@ def _read_outputs(path: Path) -> dict[str, Any]:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Write then rename, so a failed run never leaves a half inventory for Ansible to read."""
-    directory = path.parent if str(path.parent) else Path(".")
+    """Through the shared atomic writer, so a failed run never leaves a half inventory for Ansible."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        write_atomic(path, text)
     except OSError as exc:
-        fail(f"-o {path}: cannot write ({exc.strerror})", exitcodes.USAGE)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        fail(f"-o {path}: cannot write ({exc.strerror})", exitcodes.USAGE)
+        fail(
+            f"-o {path}: cannot write ({getattr(exc, 'reason', None) or exc.strerror or exc})",
+            exitcodes.USAGE,
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from fleet.spec import load_spec
+from fleet.spec import FleetSpec, load_spec
 from fleetforge import exitcodes
 from fleetforge.cli import main
-from fleetforge.inventory import GROUPS, InventoryError, from_spec, from_stack_outputs
+from fleetforge.inventory import GROUPS, InventoryError, from_spec, from_stack_outputs, render
 from tests.conftest import EXAMPLES
+from tests.hostile.ansible_check import ansible_hostvars, plain
+from tests.hostile.conftest import Canary
+from validation.reports import ansible_yaml
 
 BIN = Path(sys.executable).parent
 
@@ -35,7 +40,7 @@ def ansible_inventory(path: Path) -> dict[str, Any]:
         timeout=120,
         check=True,
     )
-    data: dict[str, Any] = json.loads(done.stdout)
+    data: dict[str, Any] = plain(json.loads(done.stdout))
     return data
 
 
@@ -157,7 +162,7 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
     target = tmp_path / "train-a.aws_ec2.yml"
     code, _, err = run(capsys, "inventory", "--stack-outputs", str(outputs), "-o", str(target))
     assert code == exitcodes.OK, err
-    doc = yaml.safe_load(target.read_text())
+    doc = ansible_yaml.load(target.read_text())
     assert doc["plugin"] == "amazon.aws.aws_ec2"
     assert doc["regions"] == ["us-east-2"]
     assert doc["filters"]["tag:aws:autoscaling:groupName"] == "train-a-asg"
@@ -240,3 +245,122 @@ def test_inventory_error_names_the_field() -> None:
     with pytest.raises(InventoryError) as info:
         from_stack_outputs({"fleet": {"sku": "p5.48xlarge"}, "group": {"kind": "aws-autoscaling-group"}})
     assert info.value.field == "group.node_filter"
+
+
+# --------------------------------------------------------------------------- data, never code
+
+
+@pytest.fixture
+def canary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canary]:
+    c = Canary(tmp_path_factory.mktemp("canary") / "pwned")
+    yield c
+    c.assert_untouched()
+
+
+def hostile_spec(payload: str) -> FleetSpec:
+    """The example spec with a Jinja payload in every string field the inventory carries,
+    put past the spec's own grammar (defence in depth: the writer must not rely on it)."""
+    spec = load_spec(EXAMPLES / "onprem-hgx-h100.yaml")
+    hosts = tuple(
+        h.model_copy(update={"address": payload, "user": payload}) if h.name == "gpu02" else h
+        for h in spec.hosts or ()
+    )
+    fs = spec.storage.filesystem
+    assert fs is not None
+    storage = spec.storage.model_copy(
+        update={"filesystem": fs.model_copy(update={"mount_point": payload, "mgs_nids": (payload,)})}
+    )
+    pinned = {"driver": payload + ".1"}
+    validation = spec.validation.model_copy(update={"pinned_versions": pinned})
+    return spec.model_copy(
+        update={"name": payload, "hosts": hosts, "storage": storage, "validation": validation}
+    )
+
+
+def test_spec_values_reach_ansible_verbatim_and_are_never_templated(tmp_path: Path, canary: Canary) -> None:
+    payload = canary.pipe
+    out = tmp_path / "inventory.yml"
+    out.write_text(render(from_spec(hostile_spec(payload)), "spec.yaml"))
+    listed = ansible_inventory(out)["_meta"]["hostvars"]["gpu02"]
+    assert (listed["ansible_host"], listed["ansible_user"]) == (payload, payload)
+    rendered = ansible_hostvars(out)["gpu02"]
+    assert rendered["ansible_host"] == payload and rendered["ansible_user"] == payload
+    assert rendered["fleetforge_fleet"] == payload
+    assert rendered["lustre_client_mount_point"] == payload
+    assert rendered["lustre_client_mgs_nids"] == [payload]
+    assert rendered["nvidia_driver_branch"] == payload.split(".")[0]
+    canary.assert_untouched()
+
+
+def test_a_host_name_that_could_template_or_expand_is_refused() -> None:
+    spec = load_spec(EXAMPLES / "onprem-hgx-h100.yaml")
+    for name in ("gpu[01:99]", "{{ x }}", "gpu01:2222"):
+        bad = spec.model_copy(
+            update={
+                "hosts": (*(spec.hosts or ())[1:], (spec.hosts or ())[0].model_copy(update={"name": name}))
+            }
+        )
+        with pytest.raises(InventoryError) as info:
+            from_spec(bad)
+        assert info.value.field == "hosts[].name"
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [(("fleet", "name"), "fleet.name"), (("storage", "mount_point"), "storage.mount_point")],
+)
+def test_a_stack_output_that_could_template_in_compose_exits_65(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, canary: Canary, where: tuple[str, str], field: str
+) -> None:
+    outputs = aws_outputs(kind="fsx-lustre", mount_source="fs-0abc.fsx@tcp:/x7yz", mount_point="/fsx")
+    outputs[where[0]][where[1]] = canary.pipe
+    src = tmp_path / "outputs.json"
+    src.write_text(json.dumps(outputs))
+    target = tmp_path / "x.aws_ec2.yml"
+    code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(target))
+    assert code == exitcodes.DATA and f"{field}:" in err
+    assert not target.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["outputs.json"]
+    assert stdout == ""
+
+
+def test_plugin_options_from_the_outputs_are_unsafe(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    outputs = aws_outputs()
+    outputs["group"]["node_filter"] = {"tag:Name": "{{ lookup('env', 'HOME') }}"}
+    src = tmp_path / "outputs.json"
+    src.write_text(json.dumps(outputs))
+    code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src))
+    assert code == exitcodes.OK, err
+    doc = ansible_yaml.load(stdout.split("\n", 1)[1])
+    assert isinstance(doc["filters"]["tag:Name"], ansible_yaml.Unsafe)
+    assert isinstance(doc["regions"][0], ansible_yaml.Unsafe)
+
+
+def test_output_is_readable_per_umask(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "inv.yml"
+    old = os.umask(0o022)
+    try:
+        code, _, err = run(capsys, "inventory", str(EXAMPLES / "onprem-hgx-h100.yaml"), "-o", str(out))
+    finally:
+        os.umask(old)
+    assert code == exitcodes.OK, err
+    assert out.stat().st_mode & 0o777 == 0o644  # mkstemp's 0600 would hide it from other users
+
+
+def test_a_failed_write_is_one_line_and_leaves_the_old_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "inv.yml"
+    out.write_text("old\n")
+    spec = str(EXAMPLES / "onprem-hgx-h100.yaml")
+    code, _, err = run(capsys, "inventory", spec, "-o", str(tmp_path / "missing" / "inv.yml"))
+    assert code == exitcodes.USAGE and "does not exist" in err and len(err.strip().splitlines()) == 1
+
+    def full_disk(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    code, _, err = run(capsys, "inventory", spec, "-o", str(out))
+    assert code == exitcodes.USAGE and "No space left on device" in err and "Traceback" not in err
+    assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["inv.yml"]

@@ -53,9 +53,13 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
-    # Quoted always: a plain scalar after a tag is legal YAML, but quoting keeps values such as
-    # "yes" or "1.0" strings for every reader.
-    return dumper.represent_scalar(UNSAFE_TAG, str(data), style="'")
+    text = str(data)
+    # Ansible resolves the scalar under `!unsafe` as if it were plain, quotes or not: '570' would
+    # come back as the number 570 and 'yes' as true. A string that reads as another type holds
+    # no '{' or '%' and so no template: it is written as a quoted plain string instead.
+    if dumper.resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str":
+        return dumper.represent_str(text)
+    return dumper.represent_scalar(UNSAFE_TAG, text, style="'")
 
 
 _Dumper.add_representer(Unsafe, _represent_unsafe)
