@@ -17,7 +17,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PositiveInt,
     StringConstraints,
     ValidationError,
     field_validator,
@@ -26,6 +25,20 @@ from pydantic import (
 
 from fleet import yamlsafe
 from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku
+from fleet.grammar import (
+    Cidr,
+    CloudId,
+    HostAddress,
+    IpAddress,
+    LustreNids,
+    MountPoint,
+    Nqn,
+    StrictCount,
+    StrictNonNegative,
+    StrictNumber,
+    StrictPort,
+    Version,
+)
 from fleet.metrics import METRICS
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
@@ -64,19 +77,21 @@ class _Strict(BaseModel):
 
 class Capacity(_Strict):
     type: Literal["on-demand", "reservation", "capacity-block", "spot", "queued"] = "on-demand"
-    reservation_id: str | None = Field(
+    reservation_id: CloudId | None = Field(
         default=None, description="ODCR / Capacity Block id (AWS), reservation name (GCP/Azure)"
     )
 
 
 class Network(_Strict):
-    vpc_cidr: ipaddress.IPv4Network = ipaddress.IPv4Network("10.64.0.0/16")
-    vpc_id: str | None = Field(default=None, description="Use an existing VPC/VNet instead of creating one")
-    subnet_id: str | None = Field(default=None, description="Existing private subnet in the spec's zone")
-    ssh_cidr: ipaddress.IPv4Network | None = Field(
+    vpc_cidr: Cidr = ipaddress.IPv4Network("10.64.0.0/16")
+    vpc_id: CloudId | None = Field(
+        default=None, description="Use an existing VPC/VNet instead of creating one"
+    )
+    subnet_id: CloudId | None = Field(default=None, description="Existing private subnet in the spec's zone")
+    ssh_cidr: Cidr | None = Field(
         default=None, description="Where SSH may come from; none means no SSH ingress at all"
     )
-    bastion: str | None = Field(default=None, description="Security group / host allowed to SSH instead")
+    bastion: CloudId | None = Field(default=None, description="Security group / host allowed to SSH instead")
 
     @field_validator("ssh_cidr")
     @classmethod
@@ -88,14 +103,18 @@ class Network(_Strict):
 
 class FileSystem(_Strict):
     kind: Literal["fsx-lustre", "managed-lustre", "amlfs", "lustre", "beegfs"]
-    capacity_gib: PositiveInt | None = None
-    capacity_tib: float | None = Field(default=None, gt=0)
-    throughput_mbps_per_tib: PositiveInt | None = None
-    mount_point: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9._/-]*$")] = "/lustre"
+    capacity_gib: StrictCount | None = None
+    capacity_tib: StrictNumber | None = Field(default=None, gt=0)
+    throughput_mbps_per_tib: StrictCount | None = None
+    mount_point: MountPoint = "/lustre"
     # on-prem clients
-    mgs_nids: tuple[str, ...] | None = Field(default=None, description="Lustre MGS NIDs, e.g. 10.0.0.1@tcp")
+    mgs_nids: tuple[LustreNids, ...] | None = Field(
+        default=None,
+        description="Lustre MGS NIDs, e.g. 10.0.0.1@tcp; one entry per failover MGS node, "
+        "its NIDs joined by commas",
+    )
     fsname: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_]{1,8}$")] | None = None
-    mgmtd_host: str | None = Field(default=None, description="BeeGFS management host")
+    mgmtd_host: HostAddress | None = Field(default=None, description="BeeGFS management host")
 
     @property
     def gib(self) -> float | None:
@@ -112,15 +131,16 @@ class FileSystem(_Strict):
 
 class Checkpoints(_Strict):
     bucket: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")] | None = None
-    retention_days: PositiveInt = 30
-    noncurrent_retention_days: PositiveInt = 7
+    retention_days: StrictCount = 30
+    noncurrent_retention_days: StrictCount = 7
 
 
 class NvmeofTarget(_Strict):
     transport: Literal["tcp", "rdma"]
-    address: str = Field(min_length=1, description="Discovery controller or target address (traddr)")
-    port: int = Field(default=4420, ge=1, le=65535)
-    nqn: Annotated[str, StringConstraints(pattern=r"^nqn\.\d{4}-\d{2}\.[a-z0-9.-]+:.+$")] | None = Field(
+    # tcp and rdma both take an IP address as traddr (nvme-cli); a name would be resolved on each node.
+    address: IpAddress = Field(description="Discovery controller or target address (traddr)")
+    port: StrictPort = 4420
+    nqn: Nqn | None = Field(
         default=None, description="Subsystem NQN; omit to connect everything the discovery controller offers"
     )
 
@@ -141,18 +161,20 @@ class Tags(_Strict):
 
 
 class ThresholdOverride(_Strict):
-    fraction: float | None = Field(default=None, gt=0, le=1.5)
-    floor: float | None = Field(default=None, ge=0)
+    fraction: StrictNumber | None = Field(default=None, gt=0, le=1.5)
+    floor: StrictNumber | None = Field(default=None, ge=0)
 
 
 class ValidationSettings(_Strict):
     level: Literal["quick", "standard", "extended"] = "standard"
     thresholds: dict[str, ThresholdOverride] = {}
-    mad_k: float = Field(default=4.0, gt=0, description="Outlier when below median by more than k x MAD")
-    min_relative_margin: float = Field(
+    mad_k: StrictNumber = Field(
+        default=4.0, gt=0, description="Outlier when below median by more than k x MAD"
+    )
+    min_relative_margin: StrictNumber = Field(
         default=0.05, ge=0, lt=1, description="...and by more than this fraction of the median"
     )
-    pinned_versions: dict[str, str] = Field(
+    pinned_versions: dict[str, Version] = Field(
         default={}, description="driver, cuda, vbios, firmware, ofed: required values"
     )
 
@@ -166,7 +188,7 @@ class ValidationSettings(_Strict):
 
     @field_validator("pinned_versions")
     @classmethod
-    def _known_components(cls, v: dict[str, str]) -> dict[str, str]:
+    def _known_components(cls, v: dict[str, Version]) -> dict[str, Version]:
         allowed = {"driver", "cuda", "vbios", "firmware", "ofed", "nccl", "kernel", "fleetforge"}
         unknown = sorted(set(v) - allowed)
         if unknown:
@@ -176,9 +198,9 @@ class ValidationSettings(_Strict):
 
 class Host(_Strict):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
-    address: str = Field(min_length=1, description="IP address or DNS name Ansible connects to")
+    address: HostAddress = Field(description="IP address or DNS name Ansible connects to")
     user: Annotated[str, StringConstraints(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] | None = None
-    port: int = Field(default=22, ge=1, le=65535)
+    port: StrictPort = 22
 
 
 class FleetSpec(_Strict):
@@ -187,12 +209,12 @@ class FleetSpec(_Strict):
     sku: str
     region: str | None = None
     zone: str | None = None
-    nodes: PositiveInt
-    spares: int = Field(default=0, ge=0)
+    nodes: StrictCount
+    spares: StrictNonNegative = 0
     capacity: Capacity = Capacity()
     network: Network = Network()
     storage: Storage = Storage()
-    image: str | None = Field(default=None, description="AMI / image / image reference override")
+    image: CloudId | None = Field(default=None, description="AMI / image / image reference override")
     tags: Tags
     validation: ValidationSettings = ValidationSettings()
     hosts: tuple[Host, ...] | None = Field(default=None, description="On-prem: every node, spares included")
