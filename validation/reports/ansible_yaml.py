@@ -57,7 +57,8 @@ def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
     # Ansible resolves the scalar under `!unsafe` as if it were plain, quotes or not: '570' would
     # come back as the number 570 and 'yes' as true. A string that reads as another type holds
     # no '{' or '%' and so no template: it is written as a quoted plain string instead.
-    if dumper.resolve(yaml.ScalarNode, text, (True, False)) != "tag:yaml.org,2002:str":
+    implicit: str = dumper.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    if implicit != "tag:yaml.org,2002:str":
         return dumper.represent_str(text)
     return dumper.represent_scalar(UNSAFE_TAG, text, style="'")
 
