@@ -4,12 +4,19 @@ Exit codes (docs/exit-codes.md). Without a spec: 0 every node accepted, 1 a node
 what it measured, 2 a node's results were missing, errored or unreadable (2 outranks 1). With a
 spec: 0 when at least `nodes` nodes are accepted, 1 when not; `--strict` makes any reject fatal
 (exit as without a spec). 64 bad options, 65 results or spec unusable (mixed SKUs), 66 a results
-path or the spec missing, 69 `--html` without matplotlib.
+path or the spec missing, 69 `--html` without matplotlib. A results entry that is no readable file
+(a FIFO, a folder or a dangling symlink named *.jsonl) is an unreadable entry for its node (2),
+never a reason to stop judging the others.
+
+Every string that came from a results file (node names, reasons, notes) is printed as `Text`
+through `printable`: rich markup in it is not interpreted and control characters are escaped,
+so a node cannot draw a forged verdict line on the operator's terminal.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,7 +29,8 @@ from fleet.spec import FleetSpec
 from fleetforge import exitcodes
 from fleetforge.console import fail, load_spec_or_exit, out, print_json
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
-from validation.records import ResultFile, iter_result_paths, read_results
+from validation.progress import printable
+from validation.records import BadLine, ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
 
 EXIT = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
@@ -86,6 +94,14 @@ def gate(
         int | None,
         typer.Option(help="With --act azure-replace: scale-set capacity to restore (default: as read)."),
     ] = None,
+    expect_checks: Annotated[
+        str | None,
+        typer.Option(
+            "--expect-checks",
+            help="Comma-separated checks every node's run must hold (e.g. compute,memory); "
+            "what lets a run narrowed by `burnin --only` pass.",
+        ),
+    ] = None,
 ) -> None:
     """Judge every node's burn-in against its SKU and its peers; say whether the fleet is ready."""
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
@@ -100,8 +116,10 @@ def gate(
             require_matplotlib()
         except MissingExtraError as exc:
             fail(str(exc), exitcodes.UNAVAILABLE)
+    expected_checks = parse_expect_checks(expect_checks)
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = choose_sku(sku, fleet_spec)
+    listed = _inventory_hosts(hosts_inventory) if hosts_inventory is not None else None
     files = _read(results)
     # The records are long-lived from here on; without this every full collection during decide
     # rescans all of them (measured: most of the decision time at 10,000 nodes, see benchmarks/).
@@ -111,11 +129,12 @@ def gate(
             files,
             sku=chosen,
             sku_from=sku_from,
-            settings=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet),
+            settings=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet, expect_checks=expected_checks),
             plan=FleetPlan.from_spec(fleet_spec) if fleet_spec is not None else None,
+            listed=listed,
         )
     except GateInputError as exc:
-        fail(str(exc), exitcodes.DATA)
+        fail(printable(str(exc)), exitcodes.DATA)
     finally:
         gc.unfreeze()
     write_reports(result, outputs, fleet_spec, strict)
@@ -130,10 +149,33 @@ def gate(
     else:
         print_verdict(result, strict)
         if acted is not None:
-            out.print(Text(acted.render()))
+            out.print(Text("\n".join(printable(line) for line in acted.render().split("\n"))))
     if acted is not None and not acted.ok:
         raise typer.Exit(exitcodes.ACTION_FAILED)
     raise typer.Exit(EXIT[result.outcome(strict)])
+
+
+def parse_expect_checks(value: str | None) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    names = tuple(dict.fromkeys(name.strip() for name in value.split(",")))
+    if not names or any(not name or not name.isidentifier() for name in names):
+        fail(
+            f"--expect-checks: {printable(value)!r} is not a comma-separated list of check names "
+            f"(e.g. compute,memory)",
+            exitcodes.USAGE,
+        )
+    return names
+
+
+def _inventory_hosts(path: Path) -> list[str]:
+    """The hosts an inventory lists: with one, the gate judges no node outside it."""
+    from validation.actions import ActionError, load_inventory_hostvars
+
+    try:
+        return list(load_inventory_hostvars(path))
+    except ActionError as exc:
+        fail(f"--hosts-inventory: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
 
 
 def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacity: int | None) -> list[Any]:
@@ -194,20 +236,23 @@ def choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | Non
 
 def _read(inputs: list[Path]) -> list[ResultFile]:
     for item in inputs:
-        if not item.exists():
-            fail(f"RESULTS: {item}: no such file or folder", exitcodes.NO_INPUT)
+        # lexists: a dangling symlink named on the command line is an unreadable entry, not absent.
+        if not os.path.lexists(item):
+            fail(f"RESULTS: {printable(str(item))}: no such file or folder", exitcodes.NO_INPUT)
     paths = list(dict.fromkeys(iter_result_paths(inputs)))  # a file named twice is read once
     if not paths:
-        shown = ", ".join(str(p) for p in inputs)
+        shown = ", ".join(printable(str(p)) for p in inputs)
         fail(f"RESULTS: no *.jsonl results under {shown}", exitcodes.NO_INPUT)
     files = []
     for path in paths:
         try:
             files.append(read_results(path))
         except OSError as exc:
-            fail(
-                f"RESULTS: {path}: cannot read ({exc.strerror or exc.__class__.__name__})", exitcodes.NO_INPUT
-            )
+            # Read failed midway (EIO, a file that vanished): that node's entry is unreadable.
+            problem = f"cannot be read ({exc.strerror or exc.__class__.__name__})"
+            unreadable = ResultFile(path)
+            unreadable.bad_lines.append(BadLine(path, 0, problem, refuses_file=True))
+            files.append(unreadable)
     return files
 
 
@@ -238,14 +283,20 @@ def write_reports(
         try:
             write_text(path, render())
         except OSError as exc:
-            fail(f"{option}: cannot write {path} ({exc.strerror or exc.__class__.__name__})", exitcodes.USAGE)
+            fail(
+                f"{option}: cannot write {printable(str(path))} ({exc.strerror or exc.__class__.__name__})",
+                exitcodes.USAGE,
+            )
 
 
 def _reason_lines(v: NodeVerdict) -> list[Text]:
     lines = []
     for i, r in enumerate(v.reasons):
-        head = f"REJECT {v.node}" if i == 0 else " " * (7 + len(v.node))
-        lines.append(Text(head, style="bold red" if i == 0 else "") + Text(f"  {r.rule:<10} {r.message}"))
+        node = printable(v.node)
+        head = f"REJECT {node}" if i == 0 else " " * (7 + len(node))
+        lines.append(
+            Text(head, style="bold red" if i == 0 else "") + Text(f"  {r.rule:<11} {printable(r.message)}")
+        )
     return lines
 
 
@@ -253,7 +304,7 @@ def print_verdict(result: GateResult, strict: bool) -> None:
     f = result.fleet
     out.print(
         Text(
-            f"gate: {f.sku or 'unknown SKU'}, {f.judged} node(s) judged: "
+            f"gate: {printable(f.sku or 'unknown SKU')}, {f.judged} node(s) judged: "
             f"{len(f.accepted)} accepted, {len(f.rejected)} rejected",
             style="bold",
         )
@@ -263,11 +314,12 @@ def print_verdict(result: GateResult, strict: bool) -> None:
             out.print(line)
     if f.accepted:
         if len(f.accepted) <= _LIST_ALL_UP_TO:
-            out.print(Text(f"accepted ({len(f.accepted)}): {', '.join(f.accepted)}", style="green"))
+            shown = ", ".join(printable(n) for n in f.accepted)
+            out.print(Text(f"accepted ({len(f.accepted)}): {shown}", style="green"))
         else:
             out.print(Text(f"accepted: {len(f.accepted)} nodes (listed with --json)", style="green"))
     if f.ready is not None:
-        label = f"fleet {f.name}" if f.name else "fleet"
+        label = f"fleet {printable(f.name)}" if f.name else "fleet"
         if f.ready:
             out.print(
                 Text(
@@ -285,7 +337,7 @@ def print_verdict(result: GateResult, strict: bool) -> None:
                 )
             )
     for note in result.notes:
-        out.print(Text(f"note: {note}", style="yellow"))
+        out.print(Text(f"note: {printable(note)}", style="yellow"))
     if strict and f.ready and f.rejected:
         out.print(Text("--strict: a rejected node fails the gate even though spares cover it", style="red"))
 
