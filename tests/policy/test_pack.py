@@ -3,6 +3,7 @@ analyzer server and blocks, so a stand-in `pulumi_policy` module records what th
 
 from __future__ import annotations
 
+import ast
 import runpy
 import sys
 import types
@@ -14,6 +15,7 @@ import pytest
 
 from policy import rules
 from tests.conftest import ROOT
+from tests.policy.crossguard import crossguard_props
 
 
 class _Level(Enum):
@@ -89,3 +91,56 @@ def test_stack_policy_reports_against_the_culprit_urn(pack: _Pack) -> None:
     reported: list[tuple[str, str | None]] = []
     homogeneity.validate(_Args(resources=resources), lambda m, u=None: reported.append((m, u)))
     assert [u for _, u in reported] == ["urn:b"]
+
+
+def test_the_pack_reports_what_crossguard_props_hold(pack: _Pack) -> None:
+    """The pack's validate sees props as the analyzer builds them; an inline rule is not missed."""
+    ssh = next(p for p in pack.policies if p.name == "ssh-not-from-internet")
+    reported: list[str] = []
+    props = crossguard_props(
+        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]}
+    )
+    ssh.validate(_Args(resource_type=rules.SG, props=props), lambda m, u=None: reported.append(m))
+    assert len(reported) == 1 and "inline ingress rule 0" in reported[0]
+    reported.clear()
+    props = crossguard_props(
+        {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["10.0.0.0/8"]}]}
+    )
+    ssh.validate(_Args(resource_type=rules.SG, props=props), lambda m, u=None: reported.append(m))
+    assert reported == []
+
+
+def test_stack_policies_read_proxied_resources(pack: _Pack) -> None:
+    homogeneity = next(p for p in pack.policies if p.name == "one-instance-type")
+    group = {
+        "mixedInstancesPolicy": {
+            "launchTemplate": {
+                "overrides": [{"instanceType": "p5.48xlarge"}, {"instanceType": "p4d.24xlarge"}]
+            }
+        }
+    }
+    resources = [_Args(resource_type=rules.ASG, name="g", props=crossguard_props(group), urn="urn:g")]
+    reported: list[str] = []
+    homogeneity.validate(_Args(resources=resources), lambda m, u=None: reported.append(m))
+    assert len(reported) == 1 and "p4d.24xlarge" in reported[0]
+
+
+def test_the_pack_needs_nothing_but_the_standard_library_and_netpolicy() -> None:
+    """The policy host runs the pack in its own venv (pulumi, pulumi-policy only): rules.py and what
+    it imports from the checkout must not pull in fleetforge's dependencies."""
+    allowed = set(sys.stdlib_module_names) | {"fleet"}
+    for path, expected_local in (
+        ("policy/rules.py", {"fleet.netpolicy"}),
+        ("fleet/__init__.py", set()),
+        ("fleet/netpolicy.py", set()),
+    ):
+        tree = ast.parse(Path(ROOT, path).read_text())
+        imported = {
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        }
+        imported.discard(None)
+        assert {str(m).split(".")[0] for m in imported} <= allowed, path
+        assert {m for m in imported if str(m).startswith("fleet")} == expected_local, path
