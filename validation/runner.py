@@ -153,6 +153,16 @@ class RunSummary:
         return "ok"
 
 
+def check_node_name(node: str) -> None:
+    """RunError unless `node` can name files inside the output folder and nothing else: no
+    separator, no leading dot or dash, no control character, short enough for every sidecar."""
+    if not NODE_NAME.fullmatch(node):
+        raise RunError(
+            f"--node {node!r}: a node name is 1 to 244 letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (it names the results file)"
+        )
+
+
 def results_path(out_dir: Path, node: str) -> Path:
     return out_dir / f"{node}.jsonl"
 
@@ -160,11 +170,7 @@ def results_path(out_dir: Path, node: str) -> Path:
 def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary:
     t_start = time.perf_counter()
     observer = observer or _Silent()
-    if not NODE_NAME.fullmatch(opts.node):
-        raise RunError(
-            f"--node {opts.node!r}: a node name is 1 to 244 letters, digits, '.', '_' and '-', "
-            "starting with a letter or digit (it names the results file)"
-        )
+    check_node_name(opts.node)
     registry = load_registry(opts.registry)
     path = results_path(opts.out_dir, opts.node)
     only = _known(registry, opts.only) if opts.only else None

@@ -73,6 +73,7 @@ def burnin(
         RunBusy,
         RunError,
         RunOptions,
+        check_node_name,
         default_node,
         final_status,
         run_burnin,
@@ -91,6 +92,11 @@ def burnin(
     names = [n.strip() for item in only or [] for n in item.split(",") if n.strip()] or None
     if storage_path is not None and not storage_path.is_dir():
         fail(f"--storage-path {printable(str(storage_path))}: not a directory", exitcodes.USAGE)
+    node_name = node if node is not None else default_node()  # an empty --node is refused, not replaced
+    try:
+        check_node_name(node_name)  # before anything is created
+    except RunError as exc:
+        fail(printable(str(exc)), exitcodes.USAGE)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -102,7 +108,7 @@ def burnin(
         sku=target,
         level=chosen_level,
         out_dir=out_dir,
-        node=node or default_node(),
+        node=node_name,
         only=names,
         resume=resume,
         thresholds=dict(fleet.validation.thresholds) if fleet else {},
