@@ -208,13 +208,19 @@ def read_results(path: Path) -> ResultFile:
     except OSError as exc:
         result.bad_lines.append(BadLine(path, 0, _open_problem(path, exc), refuses_file=True))
         return result
-    with os.fdopen(fd, "rb") as fh:
+    try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             problem = f"is {_kind_of(mode)}, not a results file"
             result.bad_lines.append(BadLine(path, 0, problem, refuses_file=True))
+            os.close(fd)
             return result
         os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
         for number, raw in _lines(fh):
             if raw is None:
                 problem = f"line longer than {MAX_LINE_BYTES} bytes; not a record"
