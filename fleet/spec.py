@@ -40,6 +40,7 @@ from fleet.grammar import (
     Version,
 )
 from fleet.metrics import METRICS
+from fleet.regions import location_problems
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
 DnsName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -260,18 +261,7 @@ def _problems(spec: FleetSpec) -> Iterator[tuple[str, str]]:
 
 
 def _location_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
-    if spec.cloud == "onprem":
-        return
-    if not spec.region:
-        yield "region", f"required for {spec.cloud}"
-    if not spec.zone:
-        yield "zone", f"required for {spec.cloud}: the fabric spans one zone"
-        return
-    if spec.cloud == "azure":
-        if spec.zone not in {"1", "2", "3"}:
-            yield "zone", f"{spec.zone!r} is not an Azure availability zone; allowed: 1, 2, 3"
-    elif spec.region and not spec.zone.startswith(spec.region):
-        yield "zone", f"{spec.zone!r} is not in region {spec.region!r} (expected {spec.region}<letter>)"
+    yield from location_problems(spec.cloud, spec.region, spec.zone)
 
 
 _AWS_IDS = {

@@ -72,7 +72,12 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("nodes-not-int", with_(AWS, "nodes", "many"), "nodes", "integer"),
     ("spares-not-below-nodes", with_(AWS, "spares", 16), "spares", "fewer spares than nodes"),
     ("spares-negative", with_(AWS, "spares", -1), "spares", "greater than or equal to 0"),
-    ("zone-outside-region", with_(AWS, "zone", "us-west-2a"), "zone", "not in region"),
+    (
+        "zone-outside-region",
+        with_(AWS, "zone", "us-west-2a"),
+        "zone",
+        "is not a zone of aws region us-east-1",
+    ),
     ("region-missing", with_(AWS, "region", DELETE), "region", "required for aws"),
     ("capacity-type-unknown", with_(AWS, "capacity.type", "free"), "capacity.type", "'on-demand'"),
     (
