@@ -23,7 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from fleet import yamlsafe
+from fleet import units, yamlsafe
 from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku
 from fleet.grammar import (
     Cidr,
@@ -40,6 +40,8 @@ from fleet.grammar import (
     Version,
 )
 from fleet.metrics import METRICS
+from fleet.netpolicy import ssh_source_problem
+from fleet.network import vpc_range_problem
 from fleet.regions import location_problems
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
@@ -47,6 +49,11 @@ DnsName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0
 TagValue = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9_.@:/=+-]+$")]
 
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
+# FSx for Lustre's own unit, not fleet.units: its API takes StorageCapacity in GiB and its
+# documentation calls 1,200 GiB "1.2 TiB" (sizes 1.2 TiB, 2.4 TiB and multiples of 2.4 TiB are
+# 1,200, 2,400, 4,800 GiB). A spec's capacity_tib for FSx therefore means AWS's TiB, so that
+# "2.4" is the size AWS sells, not 2,457.6 GiB, which it refuses.
+FSX_GIB_PER_TIB = 1000
 # Google Cloud Managed Lustre: tier (MB/s per TiB) -> (minimum GiB, step GiB, maximum GiB at that step)
 MANAGED_LUSTRE_TIERS = {
     1000: (9_000, 9_000, 1_530_000),
@@ -97,8 +104,10 @@ class Network(_Strict):
     @field_validator("ssh_cidr")
     @classmethod
     def _not_the_internet(cls, v: ipaddress.IPv4Network | None) -> ipaddress.IPv4Network | None:
-        if v is not None and v.prefixlen == 0:
-            raise ValueError("0.0.0.0/0 opens SSH to the internet; name a corporate range or a bastion")
+        # One judgement with the policy pack (fleet.netpolicy): private ranges, or a small public block.
+        problem = ssh_source_problem(str(v)) if v is not None else None
+        if problem:
+            raise ValueError(f"{problem}; or name a bastion instead")
         return v
 
 
@@ -122,8 +131,19 @@ class FileSystem(_Strict):
         if self.capacity_gib is not None:
             return float(self.capacity_gib)
         if self.capacity_tib is not None:
-            return self.capacity_tib * 1024
+            return units.tib_to_gib(self.capacity_tib)
         return None
+
+    @property
+    def provider_gib(self) -> int | None:
+        """The capacity in the GiB the provider's API takes (FSx counts a TiB as 1,000 GiB)."""
+        if self.capacity_gib is not None:
+            return self.capacity_gib
+        if self.capacity_tib is None:
+            return None
+        if self.kind == "fsx-lustre":
+            return round(self.capacity_tib * FSX_GIB_PER_TIB)
+        return round(units.tib_to_gib(self.capacity_tib))
 
     @property
     def capacity_field(self) -> str:
@@ -283,6 +303,11 @@ def _aws_id_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         if value is not None and not pattern.fullmatch(value):
             prefix = pattern.pattern.split("-")[0]
             yield path, f"{value!r} is not an {kind} id; allowed: {prefix}-<8 to 17 hex digits>"
+    if net.subnet_id is None:
+        # The stack creates the VPC in this range (fleet.network): the same rule as `fleetforge plan`.
+        problem = vpc_range_problem(net.vpc_cidr, spec.size)
+        if problem:
+            yield "network.vpc_cidr", problem
     if net.vpc_id is not None and net.subnet_id is None:
         yield (
             "network.subnet_id",
@@ -386,9 +411,9 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
                 "storage.filesystem.throughput_mbps_per_tib",
                 f"{tput} is no FSx for Lustre PERSISTENT_2 tier; allowed: {', '.join(map(str, FSX_THROUGHPUTS))}",
             )
-        # FSx counts 1.2 TiB as 1,200 GiB: capacities are 1,200 GiB or multiples of 2,400 GiB.
-        gib = fs.capacity_gib if fs.capacity_gib is not None else round((fs.capacity_tib or 0) * 1000)
-        if not (gib == 1200 or gib % 2400 == 0):
+        gib = fs.provider_gib or 0
+        exact = fs.capacity_tib is None or abs((fs.capacity_tib * FSX_GIB_PER_TIB) - gib) < 1e-6
+        if not exact or not (gib == 1200 or gib % 2400 == 0):
             yield (
                 where,
                 f"{_shown(fs)} is not an FSx PERSISTENT_2 size; allowed: 1.2 TiB or a multiple of 2.4 TiB",
@@ -415,7 +440,7 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
             )
             return
         step = AMLFS_STEPS_TIB[tput]
-        tib = fs.gib / 1024
+        tib = units.gib_to_tib(fs.gib)
         if tib % step:
             yield (
                 where,

@@ -99,7 +99,7 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
         "capacity.type",
         "gcp only",
     ),
-    ("ssh-from-internet", with_(AWS, "network.ssh_cidr", "0.0.0.0/0"), "network.ssh_cidr", "bastion"),
+    ("ssh-from-internet", with_(AWS, "network.ssh_cidr", "0.0.0.0/0"), "network.ssh_cidr", "whole internet"),
     ("ssh-cidr-garbage", with_(AWS, "network.ssh_cidr", "10.0.0.0/33"), "network.ssh_cidr", "IPv4"),
     (
         "fsx-capacity-step",
