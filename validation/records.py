@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, ValidationError, model_validator
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
 SCHEMA = "fleetforge.result/1"
 SCHEMA_VERSION = 1
@@ -27,6 +27,9 @@ _SCHEMA_NAME = re.compile(r"fleetforge\.result/([0-9]{1,9})")
 MAX_LINE_BYTES = 1 << 20
 Status = Literal["pass", "fail", "error", "skip"]
 Level = Literal["quick", "standard", "extended"]
+# A measured number: JSON strings and booleans are refused (pydantic would coerce "720" and true),
+# and so are infinities (`1e999` parses as one); integers are numbers and stay accepted.
+Number = Annotated[float, Strict(), AllowInfNan(False)]
 
 
 def utc_now() -> str:
@@ -62,13 +65,11 @@ class CheckRecord(_Record):
     check: str = Field(min_length=1)
     status: Status
     reason: str | None = None
-    # Strict numbers: a JSON string or boolean is not a measurement (pydantic would coerce
-    # "720" and true to floats); integers are numbers and stay accepted.
-    metrics: dict[str, StrictFloat] = {}
-    per_device: dict[str, list[StrictFloat]] = {}
+    metrics: dict[str, Number] = {}
+    per_device: dict[str, list[Number]] = {}
     findings: list[str] = []
     backend: str = ""
-    duration_s: StrictFloat = Field(ge=0)
+    duration_s: Number = Field(ge=0)
     error: str | None = None
 
     @model_validator(mode="after")

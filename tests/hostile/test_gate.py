@@ -1,0 +1,321 @@
+"""Hostile results for `fleetforge gate`: forged identities, newer schemas, absurd lines, non-numbers,
+non-files named *.jsonl and terminal escapes. Each case runs the real CLI and asserts the exact exit
+code, and that nothing but the reports asked for was created."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetforge import exitcodes
+from tests.hostile.conftest import Canary, tree
+from tests.validation.gate_fixtures import CHECKS, fleet, write
+from validation.gate import decide
+from validation.records import read_results
+
+Cli = Callable[..., Any]
+
+
+@pytest.fixture(autouse=True)
+def _never_hang() -> Iterator[None]:
+    """A gate that blocks (a FIFO opened for reading) fails the case instead of hanging the run."""
+
+    def expired(*_: object) -> None:
+        raise TimeoutError("the gate blocked")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def results(tmp_path: Path, n: int = 4) -> Path:
+    return write(tmp_path / "results", fleet(n))
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def rewrite(path: Path, records: list[dict[str, Any]], raw: dict[int, str] | None = None) -> None:
+    """Write records back, with line i replaced by raw[i] where given (text a writer never makes)."""
+    raw = raw or {}
+    path.write_text(
+        "".join(raw.get(i, json.dumps(r)) + "\n" for i, r in enumerate(records)), encoding="utf-8"
+    )
+
+
+def memory_line(path: Path) -> int:
+    return next(i for i, r in enumerate(lines(path)) if r.get("check") == "memory")
+
+
+def gate(cli: Cli, tmp_path: Path, *args: object) -> Any:
+    """Run the gate with reports under out/, and assert nothing else appeared in tmp_path."""
+    (tmp_path / "out").mkdir(exist_ok=True)
+    before = tree(tmp_path)
+    reports = ["--junit", "out/junit.xml", "--prom", "out/gate.prom", "--inventory-out", "out/accepted.yml"]
+    run = cli("gate", "results", *reports, *args)
+    created = tree(tmp_path) - before
+    assert created <= {"out/junit.xml", "out/gate.prom", "out/accepted.yml"}, created
+    return run
+
+
+# --- identity ---------------------------------------------------------------------------------
+
+
+def test_a_file_claiming_another_node_rejects_only_itself(cli: Cli, tmp_path: Path) -> None:
+    folder = results(tmp_path)
+    node2 = lines(folder / "node2.jsonl")
+    forged = [{**r, "node": "node2", "run_id": "forged", "started": "2030-01-01T00:00:00Z"} for r in node2]
+    forged[2]["status"], forged[2]["reason"] = "fail", "forged by node1"
+    rewrite(folder / "node1.jsonl", [*lines(folder / "node1.jsonl"), *forged])
+    run = gate(cli, tmp_path, "--json")
+    assert run.code == exitcodes.INCOMPLETE
+    doc = json.loads(run.out)
+    verdicts = {n["node"]: n for n in doc["nodes"]}
+    assert verdicts["node2"]["verdict"] == "accept" and verdicts["node2"]["run_id"] == "r1"
+    (reason,) = verdicts["node1"]["reasons"]
+    assert "'node2'" in reason["message"] and "'node1'" in reason["message"]
+
+
+def test_a_node_the_inventory_does_not_list_never_joins(cli: Cli, tmp_path: Path) -> None:
+    results(tmp_path)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node1: {}\n    node2: {}\n    node3: {}\n")
+    run = gate(cli, tmp_path, "--hosts-inventory", inventory, "--json")
+    assert run.code == exitcodes.REJECTED
+    node4 = next(n for n in json.loads(run.out)["nodes"] if n["node"] == "node4")
+    assert [r["rule"] for r in node4["reasons"]] == ["unlisted"]
+    assert "node4" not in (tmp_path / "out" / "accepted.yml").read_text()
+
+
+# --- unreadable and absurd lines ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"schema": "fleetforge.result/2", "kind": "check", "node": "node3"}',  # newer fleetforge
+        "[" * 100_000 + "]" * 100_000,  # JSON's recursion limit
+        '{"a":' * 50_000 + "1" + "}" * 50_000,
+    ],
+    ids=["newer-schema", "nested-arrays", "nested-objects"],
+)
+def test_lines_a_reader_cannot_trust_reject_their_node_only(cli: Cli, tmp_path: Path, line: str) -> None:
+    folder = results(tmp_path)
+    node3 = folder / "node3.jsonl"
+    records = lines(node3)
+    rewrite(node3, records, raw={memory_line(node3): line})
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.INCOMPLETE
+    assert "REJECT node3" in run.out and "REJECT node1" not in run.out
+
+
+def test_a_newer_schema_refuses_even_a_complete_file(cli: Cli, tmp_path: Path) -> None:
+    folder = results(tmp_path)
+    with (folder / "node2.jsonl").open("a") as fh:
+        fh.write('{"schema": "fleetforge.result/2", "kind": "run", "node": "node2"}\n')
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.INCOMPLETE
+    assert "newer fleetforge" in run.out
+
+
+def test_a_50_mb_line_is_one_unreadable_line(cli: Cli, tmp_path: Path) -> None:
+    folder = results(tmp_path)
+    node4 = folder / "node4.jsonl"
+    rewrite(node4, lines(node4), raw={memory_line(node4): '{"pad": "' + "x" * 50_000_000 + '"}'})
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.INCOMPLETE
+    assert "REJECT node4" in run.out and "longer than" in run.out
+
+
+@pytest.mark.parametrize(
+    "value", ["true", "false", '"2950"', "NaN", "Infinity", "-Infinity", "null", "[2950]", "1e999"]
+)
+def test_metrics_that_are_not_numbers_are_never_measurements(cli: Cli, tmp_path: Path, value: str) -> None:
+    folder = results(tmp_path)
+    node2 = folder / "node2.jsonl"
+    records = lines(node2)
+    i = memory_line(node2)
+    text = json.dumps({**records[i], "metrics": {"mem_copy_gbps": 0}}).replace(
+        '"mem_copy_gbps": 0', f'"mem_copy_gbps": {value}'
+    )
+    rewrite(node2, records, raw={i: text})
+    run = gate(cli, tmp_path, "--json")
+    assert run.code == exitcodes.INCOMPLETE
+    doc = json.loads(run.out)  # still valid JSON: no NaN or Infinity leaked into the document
+    verdicts = {n["node"]: n["verdict"] for n in doc["nodes"]}
+    assert verdicts == {"node1": "accept", "node2": "reject", "node3": "accept", "node4": "accept"}
+
+
+@pytest.mark.parametrize(
+    ("check", "metric", "value"),
+    [
+        ("inventory", "fabric_ports_active", -32),
+        ("health", "ecc_uncorrectable", 5),  # in a pass
+        ("stress", "stress_clock_ratio", 3.0),
+        ("compute", "gemm_bf16_tflops", 1e12),
+    ],
+)
+def test_implausible_values_are_rejected_with_measured_and_allowed(
+    cli: Cli, tmp_path: Path, check: str, metric: str, value: float
+) -> None:
+    folder = results(tmp_path)
+    node1 = folder / "node1.jsonl"
+    records = lines(node1)
+    for r in records:
+        if r.get("check") == check:
+            r["metrics"][metric] = value
+    rewrite(node1, records)
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.REJECTED
+    (line,) = [x for x in run.out.splitlines() if "implausible" in x]
+    assert "REJECT node1" in line and f"{value:g}" in line and "allowed" in line
+
+
+def test_a_partial_run_needs_the_operator_to_name_the_checks(cli: Cli, tmp_path: Path) -> None:
+    folder = results(tmp_path, 3)
+    for node in ("node1", "node2", "node3"):
+        records = lines(folder / f"{node}.jsonl")
+        records[0]["partial"] = True
+        rewrite(folder / f"{node}.jsonl", records)
+    assert gate(cli, tmp_path).code == exitcodes.INCOMPLETE
+    assert gate(cli, tmp_path, "--expect-checks", ",".join(CHECKS)).code == exitcodes.OK
+    assert gate(cli, tmp_path, "--expect-checks", "compute,storage").code == exitcodes.INCOMPLETE
+    bad = gate(cli, tmp_path, "--expect-checks", "compute,,x\x1b[2J")
+    assert bad.code == exitcodes.USAGE and "\x1b" not in bad.err
+
+
+# --- entries that are not files ----------------------------------------------------------------------
+
+
+def make_fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def make_folder(path: Path) -> None:
+    path.mkdir()
+    (path / "inner.txt").write_text("not results")
+
+
+def make_dangling(path: Path) -> None:
+    path.symlink_to(path.parent / "gone.jsonl")
+
+
+def make_loop(path: Path) -> None:
+    path.symlink_to(path)
+
+
+@pytest.mark.parametrize("make", [make_fifo, make_folder, make_dangling, make_loop])
+def test_entries_that_are_not_files_are_reported_and_never_block(
+    cli: Cli, tmp_path: Path, make: Callable[[Path], None]
+) -> None:
+    folder = results(tmp_path)
+    make(folder / "node5.jsonl")
+    run = gate(cli, tmp_path, "--json")
+    assert run.code == exitcodes.INCOMPLETE
+    doc = json.loads(run.out)
+    node5 = next(n for n in doc["nodes"] if n["node"] == "node5")
+    assert {r["rule"] for r in node5["reasons"]} == {"unreadable"}
+    assert sorted(doc["fleet"]["accepted"]) == ["node1", "node2", "node3", "node4"]
+
+
+def test_a_dangling_symlink_named_on_the_command_line_is_unreadable_not_absent(
+    cli: Cli, tmp_path: Path
+) -> None:
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "node1.jsonl").symlink_to(tmp_path / "gone")
+    (tmp_path / "out").mkdir()
+    before = tree(tmp_path)
+    run = cli("gate", "results/node1.jsonl")
+    assert run.code == exitcodes.INCOMPLETE and "dangling symlink" in run.out
+    assert tree(tmp_path) == before
+
+
+# --- output that cannot be forged --------------------------------------------------------------------
+
+
+def test_node_names_and_reasons_cannot_draw_on_the_terminal(cli: Cli, tmp_path: Path, canary: Canary) -> None:
+    folder = results(tmp_path)
+    evil = "bad\x1b[2J\rnode[red]x[bold]\ngate: fleet READY\u202e"
+    records = [{**r, "node": evil} for r in lines(folder / "node1.jsonl")]
+    rewrite(folder / f"{evil}.jsonl", records)
+    (folder / "node1.jsonl").unlink()
+    node2 = lines(folder / "node2.jsonl")
+    i = memory_line(folder / "node2.jsonl")
+    node2[i] = {**node2[i], "status": "fail", "reason": f"slow\x1b]0;owned\x07\nREJECT nobody {canary.pipe}"}
+    rewrite(folder / "node2.jsonl", node2)
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.REJECTED
+    assert not any(ch in run.out for ch in "\x1b\r\x07\u202e")
+    assert "node[red]x[bold]" in run.out  # markup printed as text, never interpreted
+    assert not any(x.startswith(("gate: fleet READY", "REJECT nobody")) for x in run.out.splitlines())
+    assert "\\x1b[2J" in run.out and "\\n" in run.out
+    assert canary.pipe in run.out  # shown as the text it is
+
+
+# --- any line never crashes the gate ---------------------------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=20,
+)
+_fields = st.fixed_dictionaries(
+    {
+        "schema": st.sampled_from(["fleetforge.result/1", "fleetforge.result/9", "x"]),
+        "kind": st.sampled_from(["run", "check", "x"]),
+    },
+    optional={
+        "node": st.sampled_from(["node1", "node2", ""]) | st.text(max_size=5),
+        "run_id": st.sampled_from(["r1", "r2"]),
+        "sku": st.sampled_from(["p5.48xlarge", "cpu", "nope"]),
+        "level": st.sampled_from(["quick", "standard", "extended", 3]),
+        "started": st.sampled_from(["2026-11-29T10:00:00.000+00:00", "garbage", ""]) | st.text(max_size=8),
+        "check": st.sampled_from(list(CHECKS)),
+        "status": st.sampled_from(["pass", "fail", "error", "skip", True]),
+        "metrics": st.dictionaries(
+            st.sampled_from(["mem_copy_gbps", "ecc_uncorrectable", "x"]), _json, max_size=3
+        ),
+        "checks": _json,
+        "partial": _json,
+        "reason": _json,
+        "duration_s": _json,
+    },
+)
+_lines = st.one_of(st.text(max_size=200), _fields.map(json.dumps), _json.map(lambda v: json.dumps(v)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(extra=st.lists(_lines, min_size=1, max_size=4))
+def test_any_line_in_a_results_file_never_crashes_the_gate(tmp_path: Path, extra: list[str]) -> None:
+    folder = tmp_path / "any"
+    write(folder, fleet(3))
+    with (folder / "node2.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
+        for line in extra:
+            fh.write(line.replace("\n", " ") + "\n")
+    result = decide([read_results(p) for p in sorted(folder.glob("*.jsonl"))])
+    assert result.node("node1").accepted and result.node("node3").accepted  # node2's lines stay node2's
+    assert result.outcome() in {"ok", "rejected", "incomplete"}
+    json.dumps(result.as_dict(), allow_nan=False)  # whatever was read, the JSON document stays JSON
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=_lines)
+def test_any_line_through_the_cli_exits_with_a_documented_code(cli: Cli, tmp_path: Path, line: str) -> None:
+    folder = tmp_path / "results"
+    write(folder, fleet(3))
+    with (folder / "node3.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
+        fh.write(line.replace("\n", " ") + "\n")
+    run = cli("gate", "results")
+    assert run.code in {exitcodes.OK, exitcodes.REJECTED, exitcodes.INCOMPLETE}
+    assert "\x1b" not in run.out
