@@ -272,7 +272,15 @@ def _gcp_firewall(props: Mapping[str, Any]) -> Iterator[str]:
         _protocol(a.get("protocol")) in {"all", "tcp", "6"} and _port_ranges_cover_ssh(_list(a.get("ports")))
         for a in allows
     ):
-        yield from _source_problems("the firewall", _sources(props.get("sourceRanges")))
+        sources = _sources(props.get("sourceRanges"))
+        if (
+            not sources
+            and not _list(props.get("sourceTags"))
+            and not _list(props.get("sourceServiceAccounts"))
+        ):
+            # GCP's documented default: an ingress rule that names no source applies to 0.0.0.0/0.
+            sources = ["0.0.0.0/0"]
+        yield from _source_problems("the firewall", sources)
 
 
 def _azure_rule(label: str, rule: Mapping[str, Any]) -> Iterator[str]:
@@ -284,6 +292,8 @@ def _azure_rule(label: str, rule: Mapping[str, Any]) -> Iterator[str]:
     if not _port_ranges_cover_ssh(ports):
         return
     sources = _sources(rule.get("sourceAddressPrefix")) + _list(rule.get("sourceAddressPrefixes"))
+    if not sources and not _list(rule.get("sourceApplicationSecurityGroups")):
+        sources = ["*"]  # a rule with no readable source is judged as open to any (fail closed)
     # Azure's service tags: "*", "Internet" and "Any" are the internet; "VirtualNetwork" is not.
     named = [s for s in sources if not (isinstance(s, str) and s == "VirtualNetwork")]
     internet = [s for s in named if isinstance(s, str) and s.lower() in {"*", "internet", "any"}]

@@ -309,6 +309,7 @@ def test_rules_not_reaching_ssh_pass() -> None:
         ([{"protocol": "all"}], ["198.51.0.0/16"], True),
         ([{"protocol": "tcp", "ports": ["22"]}], ["10.128.0.0/9"], False),
         ([{"protocol": "tcp", "ports": ["443"]}], ["0.0.0.0/0"], False),
+        ([{"protocol": "tcp", "ports": ["22"]}], [], True),  # no source: GCP applies 0.0.0.0/0
     ],
 )
 def test_gcp_firewall_sources_are_judged(allows: list[Any], ranges: list[str], fires: bool) -> None:
