@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.hostile.ansible_check import ansible_hostvars, plain
+from tests.hostile.conftest import Canary
 from tests.validation.gate_fixtures import CHECKS, as_files, check_record, fleet, onprem_spec_mapping
 from validation.gate import FleetPlan, GateResult, decide
+from validation.reports import ansible_yaml, encodable, write_text
 from validation.reports.document import render_json
 from validation.reports.html import render_html
 from validation.reports.inventory import render_inventory
@@ -149,13 +157,154 @@ def test_inventory_is_a_valid_ansible_inventory(tmp_path: Path) -> None:
     )
     if not Path(tool).exists():
         pytest.skip("ansible-inventory is not installed (the onprem extra)")
-    listed = json.loads(
-        subprocess.run(
-            [tool, "-i", str(path), "--list"], check=True, capture_output=True, text=True, timeout=60
-        ).stdout
+    listed = plain(
+        json.loads(
+            subprocess.run(
+                [tool, "-i", str(path), "--list"], check=True, capture_output=True, text=True, timeout=60
+            ).stdout
+        )
     )
     assert sorted(listed["fleetforge_job"]["hosts"]) == sorted(result.fleet.job)
     assert listed["fleetforge_spare"]["hosts"] == list(result.fleet.spare)
     job = result.fleet.job[0]
     assert listed["_meta"]["hostvars"][job]["ansible_host"].startswith("10.0.0.")
     assert listed["_meta"]["hostvars"][job]["fleetforge_ready"] is True
+
+
+# --------------------------------------------------------------------------- hostile node words
+
+# Text as a node may write it: any code point, surrogates and control characters included.
+# ('/' is left out: a node's name is its results file's name, which cannot hold one.)
+ANY_TEXT = st.text(st.characters(exclude_categories=(), exclude_characters="/"), min_size=1, max_size=40)
+NASTY = [
+    "\x00\x01\x1b[31mred",
+    "lone\ud800surrogate",
+    "\ufffe\uffff",
+    "]]><!--",
+    'a"b\\c\nd',
+    "$\\frac{1}{0}$",
+    "$unclosed",
+    "$\\foo$",  # mathtext cannot parse it: the old plots aborted the whole page
+    "<img src=x onerror=alert(1)>",
+    "{{ lookup('pipe', 'id') }}",
+]
+
+
+def renamed(name: str, reason: str = "ok") -> GateResult:
+    """A fleet of three where node2 is called `name` and failed a check with `reason`."""
+    recs = fleet(3)
+    recs[name] = [r.model_copy(update={"node": name}) for r in recs.pop("node2")]
+    # model_copy, as a forged file could: pydantic would refuse a lone surrogate on the way in
+    recs[name].append(
+        check_record("node2", "storage", "fail", reason="x").model_copy(
+            update={"node": name, "reason": reason}
+        )
+    )
+    return decide(as_files(recs))
+
+
+def junit_round_trip(result: GateResult, tmp_path: Path) -> ET.Element:
+    path = tmp_path / "junit.xml"
+    write_text(path, render_junit(result))
+    return ET.parse(path).getroot()  # the file on disk, as a CI tool reads it
+
+
+@pytest.mark.parametrize("name", NASTY)
+def test_junit_stays_well_formed_whatever_a_node_wrote(name: str, tmp_path: Path) -> None:
+    root = junit_round_trip(renamed(name, reason=name), tmp_path)
+    classnames = {c.get("classname") for c in root.iter("testcase")}
+    assert len(classnames) == 3
+    bad = [c for c in root.iter("testcase") if c.find("failure") is not None or c.find("error") is not None]
+    assert bad, "the renamed node failed a check: its testcase must say so"
+    if name.isprintable():
+        assert name in classnames
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=ANY_TEXT, reason=ANY_TEXT)
+def test_junit_parses_for_any_node_name_and_reason(name: str, reason: str, tmp_path: Path) -> None:
+    if name in {"node1", "node3"}:
+        return
+    root = junit_round_trip(renamed(name, reason=reason), tmp_path)
+    assert int(root.get("tests") or 0) == len(list(root.iter("testcase")))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=ANY_TEXT)
+def test_prometheus_text_parses_back_to_the_node_name(name: str, tmp_path: Path) -> None:
+    if name in {"node1", "node3"}:
+        return
+    path = tmp_path / "gate.prom"
+    write_text(path, render_prometheus(renamed(name)))
+    text = path.read_bytes().decode("utf-8")  # as the exporter reads it: a CR is not a line end
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    nodes = {s.labels["node"] for s in samples if "node" in s.labels}
+    assert nodes == {"node1", "node3", encodable(name)}
+
+
+@pytest.mark.parametrize("name", NASTY)
+def test_html_escapes_node_words_and_draws_them_as_typed(name: str, tmp_path: Path) -> None:
+    page = render_html(renamed(name, reason=f"<b>{name}</b>"))
+    write_text(tmp_path / "gate.html", page)
+    assert "<b>" not in page and "<img" not in page
+    assert "\x00" not in page and "\x1b" not in page
+
+
+def test_reports_are_readable_per_the_umask_and_replace_atomically(tmp_path: Path) -> None:
+    path = tmp_path / "gate.prom"
+    old = os.umask(0o022)
+    try:
+        write_text(path, "first\n")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644  # a node exporter running as another user reads it
+    path.chmod(0o640)
+    write_text(path, "second\n")
+    assert path.read_text() == "second\n" and path.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gate.prom"]
+
+
+@pytest.fixture
+def canary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canary]:
+    c = Canary(tmp_path_factory.mktemp("canary") / "pwned")
+    yield c
+    c.assert_untouched()
+
+
+def test_accepted_inventory_values_are_never_templated(tmp_path: Path, canary: Canary) -> None:
+    recs = {
+        name: [r.model_copy(update={"node": name}) for r in rs]
+        for name, rs in zip(["gpu1", "gpu2", "gpu3"], fleet(3).values(), strict=True)
+    }
+    result = decide(as_files(recs), plan=FleetPlan(canary.pipe, required=2, spares=1))
+    path = tmp_path / "accepted.yml"
+    write_text(path, render_inventory(result))
+    rendered = ansible_hostvars(path)
+    assert set(rendered) == {"gpu1", "gpu2", "gpu3"}
+    assert rendered["gpu1"]["fleetforge_fleet"] == canary.pipe
+    canary.assert_untouched()
+
+
+@pytest.mark.parametrize("name", ["gpu[1:500]", "{{ x }}", "gpu1:2222", "a b"])
+def test_an_accepted_node_that_cannot_be_a_host_fails_the_inventory_closed(name: str, tmp_path: Path) -> None:
+    recs = fleet(3)
+    recs[name] = [r.model_copy(update={"node": name}) for r in recs.pop("node2")]
+    result = decide(as_files(recs), plan=FleetPlan("train-a", required=2, spares=0))
+    assert result.fleet.ready is True and name in result.fleet.accepted
+    path = tmp_path / "accepted.yml"
+    write_text(path, render_inventory(result))
+    listed = plain(
+        json.loads(
+            subprocess.run(
+                [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            ).stdout
+        )
+    )
+    assert listed["_meta"]["hostvars"] == {}  # no host at all: nothing for a launcher to land on
+    doc = ansible_yaml.load(path.read_text())
+    assert doc["all"]["children"]["fleetforge_accepted"]["vars"]["fleetforge_ready"] is False
+    assert doc["all"]["children"]["fleetforge_accepted"]["vars"]["fleetforge_refused_host_names"] == [name]

@@ -5,6 +5,10 @@ absolute limit and the outlier threshold, with rejected nodes marked in red and 
 metric rejected named. Plots are inline SVG made by matplotlib (the `report` extra), imported
 only here and only when a page is asked for; without it the CLI exits 69 naming the extra.
 Big fleets rasterize their points inside the SVG so the page stays a few hundred KiB.
+
+Node names, metric names and reasons are the nodes' words: every one is HTML-escaped, and the
+plots turn matplotlib's mathtext off, so a name such as `$\\frac{1}{0}$` is drawn as typed rather
+than parsed (a name mathtext cannot parse would otherwise abort the whole report).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from html import escape
 from typing import TYPE_CHECKING
 
 from validation.gate import GateResult, MetricStats, NodeVerdict
+from validation.reports import visible
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -52,7 +57,15 @@ def _plot(result: GateResult, stats: MetricStats) -> str:
     ys = [p[0] for p in points]
     hit = [any(r.metric == metric for r in v.reasons) for _, v in points]
     rejected = [not v.accepted for _, v in points]
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": f"fleetforge-{metric}", "font.size": 9}):
+    with rc_context(
+        {
+            "svg.fonttype": "none",
+            "svg.hashsalt": f"fleetforge-{metric}",
+            "font.size": 9,
+            "text.parse_math": False,  # labels are data, never mathtext
+            "text.usetex": False,
+        }
+    ):
         fig = Figure(figsize=(8.0, 3.3), layout="constrained")
         ax = fig.add_subplot()
         raster = len(points) > _RASTER_AT
@@ -64,7 +77,7 @@ def _plot(result: GateResult, stats: MetricStats) -> str:
                 "X",
                 [r and not h for r, h in zip(rejected, hit, strict=True)],
             ),
-            (f"rejected on {metric}", BAD, "X", hit),
+            (visible(f"rejected on {metric}"), BAD, "X", hit),
         )
         for label, color, marker, mask in groups:
             gx = [x for x, m in zip(xs, mask, strict=True) if m]
@@ -75,14 +88,16 @@ def _plot(result: GateResult, stats: MetricStats) -> str:
         _lines(ax, stats)
         named = [(x, y, v.node) for x, y, (_, v), h in zip(xs, ys, points, hit, strict=True) if h][:_NAMED]
         for x, y, name in named:
-            ax.annotate(name, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8, color=BAD)
+            ax.annotate(
+                visible(name), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=8, color=BAD
+            )
         if len(points) <= _LABEL_TICKS_UP_TO:
-            ax.set_xticks(xs, [v.node for _, v in points], rotation=90, fontsize=7)
+            ax.set_xticks(xs, [visible(v.node) for _, v in points], rotation=90, fontsize=7)
         else:
             ax.set_xlabel(f"{len(points)} nodes, ranked worst to best")
         unit = f" ({stats.unit})" if stats.unit else ""
         direction = "higher is better" if stats.higher_is_better else "lower is better"
-        ax.set_title(f"{metric}{unit}: {direction}", loc="left", fontsize=10)
+        ax.set_title(visible(f"{metric}{unit}: {direction}"), loc="left", fontsize=10)
         ax.grid(axis="y", color="#e2e8f0", linewidth=0.6)
         ax.spines[["top", "right"]].set_visible(False)
         # Beside the plot, never over the points it explains.
@@ -128,6 +143,11 @@ code{font-size:12px}
 """
 
 
+def _text(value: str) -> str:
+    """Data as HTML text: characters that do not print made visible, then HTML-escaped."""
+    return escape(visible(value))
+
+
 def _banner(result: GateResult) -> tuple[str, str]:
     f = result.fleet
     n_acc, n_rej = len(f.accepted), len(f.rejected)
@@ -143,7 +163,7 @@ def _banner(result: GateResult) -> tuple[str, str]:
 
 
 def _reasons_cell(v: NodeVerdict) -> str:
-    return "<br>".join(f'<span class="rule">{escape(r.rule)}</span>{escape(r.message)}' for r in v.reasons)
+    return "<br>".join(f'<span class="rule">{_text(r.rule)}</span>{_text(r.message)}' for r in v.reasons)
 
 
 def render_html(result: GateResult) -> str:
@@ -154,12 +174,12 @@ def render_html(result: GateResult) -> str:
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>fleetforge gate: {escape(f.sku or 'results')}</title>",
+        f"<title>fleetforge gate: {_text(f.sku or 'results')}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>fleetforge gate{': ' + escape(f.name) if f.name else ''} ({escape(f.sku or 'unknown SKU')})</h1>",
-        f'<div class="banner {kind}">{escape(banner)}</div>',
+        f"<h1>fleetforge gate{': ' + _text(f.name) if f.name else ''} ({_text(f.sku or 'unknown SKU')})</h1>",
+        f'<div class="banner {kind}">{_text(banner)}</div>',
         '<p class="facts">'
-        + escape(
+        + _text(
             f"Outlier rule: below the median by more than {rules.mad_k:g} x MAD (scaled by 1.4826) and by more "
             f"than {rules.min_relative_margin:.0%} of the median (mirrored for lower-is-better metrics); "
             f"fleet statistics from {rules.min_fleet} nodes up. Floors: SKU reference x fraction."
@@ -168,19 +188,19 @@ def render_html(result: GateResult) -> str:
     ]
     if result.notes:
         parts.append("<h2>Notes</h2><ul>")
-        parts += [f'<li class="note">{escape(n)}</li>' for n in result.notes]
+        parts += [f'<li class="note">{_text(n)}</li>' for n in result.notes]
         parts.append("</ul>")
     rejected = [v for v in result.nodes if not v.accepted]
     if rejected:
         parts.append(
             f"<h2>Rejected nodes ({len(rejected)})</h2><table><tr><th>node</th><th>reasons</th></tr>"
         )
-        parts += [f"<tr><td>{escape(v.node)}</td><td>{_reasons_cell(v)}</td></tr>" for v in rejected]
+        parts += [f"<tr><td>{_text(v.node)}</td><td>{_reasons_cell(v)}</td></tr>" for v in rejected]
         parts.append("</table>")
     plotted = [s for s in result.stats.values() if s.n > 0]
     if plotted:
         parts.append(f'<h2>Metrics ({len(plotted)})</h2><div class="plots">')
-        parts += [f'<div class="plot" id="plot-{escape(s.metric)}">{_plot(result, s)}</div>' for s in plotted]
+        parts += [f'<div class="plot" id="plot-{_text(s.metric)}">{_plot(result, s)}</div>' for s in plotted]
         parts.append("</div>")
     parts.append(
         "<h2>Every node</h2><table><tr><th>node</th><th>verdict</th><th>role</th><th>pace</th>"
@@ -189,8 +209,8 @@ def render_html(result: GateResult) -> str:
     for v in result.nodes:
         pace = f"{v.pace:.3f}" if v.pace is not None else ""
         parts.append(
-            f'<tr><td>{escape(v.node)}</td><td class="{v.verdict}">{v.verdict}</td>'
-            f"<td>{escape(v.role or '')}</td><td>{pace}</td><td><code>{escape(v.run_id or '')}</code></td>"
+            f'<tr><td>{_text(v.node)}</td><td class="{v.verdict}">{v.verdict}</td>'
+            f"<td>{_text(v.role or '')}</td><td>{pace}</td><td><code>{_text(v.run_id or '')}</code></td>"
             f"<td>{_reasons_cell(v)}</td></tr>"
         )
     parts.append("</table>")
@@ -201,7 +221,7 @@ def render_html(result: GateResult) -> str:
         )
         for report in damaged:
             parts += [
-                f"<tr><td><code>{escape(report.path)}</code></td><td>{n}</td><td>{escape(p)}</td></tr>"
+                f"<tr><td><code>{_text(report.path)}</code></td><td>{n}</td><td>{_text(p)}</td></tr>"
                 for n, p in report.bad_lines
             ]
         parts.append("</table>")

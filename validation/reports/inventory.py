@@ -6,16 +6,20 @@ verdict's order (best pace first). When the fleet is not ready the job group is 
 landing on a short fleet, and a stale inventory from an earlier run is replaced, not left behind.
 Without a spec every accepted node is a job node. Hosts the spec lists keep their address,
 user and port.
+
+Every string is written `!unsafe` (Ansible never templates it). A node name is a YAML key and
+cannot carry the tag: an accepted node whose name is not a plain host name (no braces, ranges
+such as `node[1:9]`, ports, spaces) cannot be placed, and the inventory then fails closed: not
+ready, no job or spare node, the refused names listed as data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import yaml
-
 from fleet.spec import Host
 from validation.gate import GateResult
+from validation.reports import ansible_yaml
 
 
 def _host_vars(name: str, hosts: dict[str, Host]) -> dict[str, object] | None:
@@ -35,25 +39,33 @@ def render_inventory(result: GateResult, hosts: Sequence[Host] = ()) -> str:
     fleet = result.fleet
     role_of = dict.fromkeys(fleet.job, "fleetforge_job") | dict.fromkeys(fleet.spare, "fleetforge_spare")
     groups: dict[str, dict[str, object]] = {"fleetforge_job": {}, "fleetforge_spare": {}}
-    for name in fleet.accepted:
-        group = role_of.get(name)
-        if group is not None:
-            groups[group][name] = _host_vars(name, by_name)
+    refused = [name for name in fleet.accepted if not ansible_yaml.is_host_name(name)]
+    ready = False if refused else fleet.ready
+    if not refused:
+        for name in fleet.accepted:
+            group = role_of.get(name)
+            if group is not None:
+                groups[group][name] = _host_vars(name, by_name)
     accepted_vars: dict[str, object] = {"fleetforge_sku": fleet.sku}
-    if fleet.ready is not None:  # without a spec there is no `nodes` to be ready for
-        accepted_vars["fleetforge_ready"] = fleet.ready
+    if ready is not None:  # without a spec there is no `nodes` to be ready for
+        accepted_vars["fleetforge_ready"] = ready
         accepted_vars["fleetforge_required"] = fleet.required
     if fleet.name:
         accepted_vars["fleetforge_fleet"] = fleet.name
-    if fleet.ready is False:
+    if ready is False:
         # Not ready: nobody is a job node; the accepted nodes stay listed for the operator.
         accepted_vars["fleetforge_accepted_not_placed"] = list(fleet.accepted)
+    if refused:
+        accepted_vars["fleetforge_refused_host_names"] = refused
     doc = {
         "all": {
             "children": {
                 "fleetforge_accepted": {
-                    "vars": accepted_vars,
-                    "children": {group: {"hosts": members} for group, members in groups.items()},
+                    "vars": ansible_yaml.unsafe_values(accepted_vars),
+                    "children": {
+                        group: {"hosts": {n: ansible_yaml.unsafe_values(hv) for n, hv in members.items()}}
+                        for group, members in groups.items()
+                    },
                 }
             }
         }
@@ -62,4 +74,6 @@ def render_inventory(result: GateResult, hosts: Sequence[Host] = ()) -> str:
         "# Written by `fleetforge gate`: the nodes the gate accepted.\n"
         "# fleetforge_job: the job's nodes; fleetforge_spare: accepted nodes held in reserve.\n"
     )
-    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    if refused:
+        header += "# NOT READY: accepted nodes whose names cannot be inventory hosts are listed in vars.\n"
+    return header + ansible_yaml.dump(doc)
