@@ -197,7 +197,7 @@ def _source_problems(where: str, sources: Iterable[Any]) -> Iterator[str]:
     for source in sources:
         problem = ssh_source_problem(source)
         if problem is not None:
-            yield f"{where} lets {source!r} reach SSH (port {SSH_PORT}): {problem}"
+            yield f"{where} opens SSH (port {SSH_PORT}): {problem}"  # problem quotes the source, bounded
 
 
 # --------------------------------------------------------------------------- resource rules
@@ -323,7 +323,7 @@ def ssh_not_from_internet(type_: str, props: Mapping[str, Any]) -> Iterator[str]
     elif type_ == AZURE_NSG:
         for index, rule in enumerate(_map(r) for r in _list(props.get("securityRules"))):
             inner = {**_map(rule.get("properties")), **rule}  # flattened or ARM-style nesting
-            yield from _azure_rule(f"security rule {rule.get('name', index)!r}", inner)
+            yield from _azure_rule(f"security rule {str(rule.get('name', index))[:60]!r}", inner)
 
 
 def _policy_arn_name(arn: Any) -> str:

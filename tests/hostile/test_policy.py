@@ -241,3 +241,12 @@ def test_plan_refuses_a_wide_public_ssh_source_and_writes_nothing(
     if run.code == 65:
         assert "network.ssh_cidr" in run.err
     assert tree(tmp_path) == before
+
+
+def test_a_huge_hostile_source_is_not_echoed_in_full() -> None:
+    hostile = "0.0.0.0/0" + "\n\x1b[2J" * 50_000
+    group = Resource(
+        rules.SG, "g", {"ingress": [{"protocol": "-1", "cidrBlocks": [hostile], "description": hostile}]}
+    )
+    (violation,) = [v for v in check([crossguard(group)]) if v.rule == "ssh-not-from-internet"]
+    assert len(violation.message) < 600 and violation.message.isprintable()
