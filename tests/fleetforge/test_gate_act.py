@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ import yaml
 
 from fleetforge import exitcodes
 from fleetforge.cli import main
-from tests.validation.gate_fixtures import fleet, write
+from tests.hostile.ansible_check import ansible_hostvars
+from tests.hostile.conftest import Canary
+from tests.validation.gate_fixtures import check_record, fleet, write
+from validation.reports import ansible_yaml
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
@@ -57,7 +61,7 @@ def test_inventory_action_groups_exactly_the_rejected_node(
     doc = json.loads(out)
     assert doc["actions"]["ok"] is True
     assert [s["node"] for s in doc["actions"]["steps"]] == ["node3"]
-    written = yaml.safe_load(inventory.read_text())
+    written = ansible_yaml.load(inventory.read_text())
     assert set(written["all"]["children"]["rejected"]["hosts"]) == {"node3"}
 
 
@@ -82,3 +86,41 @@ def test_bad_act_usage(results: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert run(capsys, "gate", results, "--dry-run")[0] == exitcodes.USAGE
     code, _, err = run(capsys, "gate", results, "--act", "reboot")
     assert code == exitcodes.USAGE and "inventory" in err
+
+
+@pytest.fixture
+def canary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canary]:
+    c = Canary(tmp_path_factory.mktemp("canary") / "pwned")
+    yield c
+    c.assert_untouched()
+
+
+def test_a_rejected_node_nobody_listed_never_becomes_a_host(
+    tmp_path: Path, inventory: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = fleet(5, node3={"scale": {"gemm_bf16_tflops": 0.6}})
+    records["intruder"] = [r.model_copy(update={"node": "intruder"}) for r in records.pop("node5")]
+    records["intruder"].append(check_record("intruder", "storage", "fail", reason="forged"))
+    results = write(tmp_path / "r2", records)
+    code, out, _ = run(
+        capsys, "gate", results, "--act", "inventory", "--hosts-inventory", inventory, "--json"
+    )
+    assert code == exitcodes.ACTION_FAILED
+    steps = {s["node"]: s for s in json.loads(out)["actions"]["steps"]}
+    assert "intruder" in steps
+    written = ansible_yaml.load(inventory.read_text())
+    assert "intruder" not in written["all"]["hosts"]
+    assert set(written["all"]["children"]["rejected"]["hosts"]) == {"node3"}
+
+
+def test_reasons_a_node_wrote_are_data_to_ansible(
+    tmp_path: Path, inventory: Path, capsys: pytest.CaptureFixture[str], canary: Canary
+) -> None:
+    records = fleet(5)
+    records["node4"].append(check_record("node4", "storage", "fail", reason=canary.pipe))
+    results = write(tmp_path / "r3", records)
+    code, _, err = run(capsys, "gate", results, "--act", "inventory", "--hosts-inventory", inventory)
+    assert code == exitcodes.REJECTED, err
+    reasons = ansible_hostvars(inventory)["node4"]["fleetforge_reject_reasons"]
+    assert any(canary.pipe in r for r in reasons), reasons
+    canary.assert_untouched()
