@@ -20,7 +20,7 @@ from typing import Any
 
 import pynvml
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import validation.skuselect
@@ -207,6 +207,9 @@ def test_a_jinja_node_name_is_refused_and_never_rendered(
 
 
 @given(st.text(max_size=300))
+@example("n1\n")  # `$` in a regex matches before a final newline
+@example("a" * 245)
+@example("a" * 244)
 def test_any_accepted_node_name_names_a_file_inside_out(node: str) -> None:
     out = Path("/srv/results")
     try:
