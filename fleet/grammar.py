@@ -17,6 +17,11 @@ from pydantic import AfterValidator, BeforeValidator, Field, Strict
 # Counts and sizes: a real integer or number, never a bool, a string or NaN/infinity.
 StrictCount = Annotated[int, Strict(), Field(gt=0)]
 StrictNonNegative = Annotated[int, Strict(), Field(ge=0)]
+# Nodes in one fleet: the largest GPU clusters built are ~100,000 GPUs (12,500 8-GPU nodes); a
+# number far beyond that is a typo or an attack on whatever sizes itself by it.
+MAX_NODES = 100_000
+NodeCount = Annotated[int, Strict(), Field(gt=0, le=MAX_NODES)]
+SpareCount = Annotated[int, Strict(), Field(ge=0, le=MAX_NODES)]
 StrictPort = Annotated[int, Strict(), Field(ge=1, le=65535)]
 StrictNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 

@@ -32,9 +32,10 @@ from fleet.grammar import (
     IpAddress,
     LustreNids,
     MountPoint,
+    NodeCount,
     Nqn,
+    SpareCount,
     StrictCount,
-    StrictNonNegative,
     StrictNumber,
     StrictPort,
     Version,
@@ -230,8 +231,8 @@ class FleetSpec(_Strict):
     sku: str
     region: str | None = None
     zone: str | None = None
-    nodes: StrictCount
-    spares: StrictNonNegative = 0
+    nodes: NodeCount
+    spares: SpareCount = 0
     capacity: Capacity = Capacity()
     network: Network = Network()
     storage: Storage = Storage()

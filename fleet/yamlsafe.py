@@ -65,7 +65,7 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str:
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise UnreadableError(f"cannot read: larger than {limit:,} bytes; a fleet spec is a few kilobytes")
+        raise RefusedYamlError(f"larger than {limit:,} bytes; a fleet spec is a few kilobytes")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -103,7 +103,7 @@ def test_directory_loop_missing_and_large_files(tmp_path: Path) -> None:
     assert info.value.missing
     big = tmp_path / "big.yaml"
     big.write_bytes(b"#" * (MAX_BYTES + 1))
-    with pytest.raises(UnreadableError, match="larger than"):
+    with pytest.raises(RefusedYamlError, match="larger than"):
         read_text(big)
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"name: caf\xe9\n")
