@@ -52,6 +52,12 @@ METRICS: dict[str, Metric] = dict(
         _m("remapped_rows_failed", "count", False, "row remapping failures"),
         _m("mce_errors", "count", False, "uncorrected machine-check / EDAC errors in the kernel log"),
         _m("xid_errors", "count", False, "XID errors in the kernel log"),
+        _m(
+            "gpu_fault_events",
+            "count",
+            False,
+            "SXid, fallen-off-the-bus and failed GPU init in the kernel log",
+        ),
         _m("pcie_degraded_links", "count", False, "devices whose PCIe link trained below its maximum"),
         _m("nvlink_down_links", "count", False, "NVLink links not up"),
     ]

@@ -43,6 +43,7 @@ def test_health_good_h100_node_passes_with_every_health_metric() -> None:
         "temperature_max_c": 34,
         "mce_errors": 0,
         "xid_errors": 0,
+        "gpu_fault_events": 0,
     }
     assert len(out.per_device["temperature_max_c"]) == 8
 
@@ -89,13 +90,14 @@ def test_xids_from_dmesg_are_mapped_to_devices_and_application_xids_only_noted()
     assert out.status == "fail"
     assert out.metrics["xid_errors"] == 4
     assert (
-        "GPU 1 (1b:00): XID 79 pid='<unknown>', name=<unknown>, GPU has fallen off the bus." in out.findings
+        "GPU 1 (0000:1b:00): XID 79 pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+        in out.findings
     )
-    assert any(f.startswith("GPU 4 (52:00): XID 48") for f in out.findings)
-    assert any(f.startswith("GPU 4 (52:00): XID 63") for f in out.findings)
+    assert any(f.startswith("GPU 4 (0000:52:00): XID 48") for f in out.findings)
+    assert any(f.startswith("GPU 4 (0000:52:00): XID 63") for f in out.findings)
     # XID 13 on a bus no GPU of the inventory owns: named by its PCI address, noted only.
     assert any(
-        f.startswith("PCI 43:00: XID 13") and f.endswith("(usually an application error)")
+        f.startswith("PCI 0000:43:00: XID 13") and f.endswith("(usually an application error)")
         for f in out.findings
     )
 
@@ -104,8 +106,8 @@ def test_xids_from_the_journal() -> None:
     out = parse("health", with_log(fixture_json("nvml/health_h100_good.json"), "kernlog/journal_xid.txt"))
     assert out.metrics["xid_errors"] == 2
     assert out.status == "fail"  # 94 is a contained ECC error: hardware
-    assert any(f.startswith("GPU 4 (9a:00): XID 94") for f in out.findings)
-    assert any(f.startswith("GPU 4 (9a:00): XID 31") and "application" in f for f in out.findings)
+    assert any(f.startswith("GPU 4 (0000:9a:00): XID 94") for f in out.findings)
+    assert any(f.startswith("GPU 4 (0000:9a:00): XID 31") and "application" in f for f in out.findings)
 
 
 def test_clean_kernel_log_and_unreadable_kernel_log() -> None:
@@ -133,7 +135,9 @@ def test_machine_checks_and_edac_on_a_cpu_host() -> None:
     }
     out = parse("health", raw, sku="cpu")
     assert out.status == "fail"
-    assert out.metrics == {"mce_errors": 2, "ecc_uncorrectable": 1, "temperature_max_c": 48.0}
+    # Two events: a corrected one (EDAC CE after the "events logged" header) and one whose bank
+    # status has UC and PCC set, decoded by EDAC as UE on the next line: counted once.
+    assert out.metrics == {"mce_errors": 1, "ecc_uncorrectable": 1, "temperature_max_c": 48.0}
     assert "host memory: 3 corrected ECC errors (EDAC)" in out.findings
     assert any("Machine Check Exception" in f for f in out.findings)
     clean = {
@@ -201,8 +205,9 @@ def test_fabric_loopback_bandwidth(tmp_path: Path) -> None:
         {"device": "mlx5_3", "port": 1, "rc": 0, "output": fixture_text("perftest/ib_write_bw_mbps.txt")},
     ]
     out = parse("fabric", fabric_raw(tmp_path, "ib_ndr_good", runs))
-    assert out.per_device["fabric_loopback_gbitps"] == [385.71, pytest.approx(194.41496)]
-    assert out.metrics["fabric_loopback_gbitps"] == pytest.approx(194.41496)
+    # perftest's MB/sec is 2^20 bytes per second: 24301.87 MB/sec x 2^20 x 8 / 10^9.
+    assert out.per_device["fabric_loopback_gbitps"] == [385.71, pytest.approx(203.858861)]
+    assert out.metrics["fabric_loopback_gbitps"] == pytest.approx(203.858861)
     failed = [
         {"device": "mlx5_1", "port": 1, "rc": 1, "output": fixture_text("perftest/ib_write_bw_failed.txt")}
     ]

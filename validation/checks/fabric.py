@@ -15,7 +15,7 @@ from fleet.catalog import Sku
 from validation.backends.base import Backend
 from validation.context import CheckContext
 from validation.outcome import CheckOutcome, error, judge
-from validation.parsers.perftest import write_bw_gbitps
+from validation.parsers.perftest import bw_average_gbitps
 from validation.registry import Check, Raw, register
 
 # Link rates are exact (400, 200, 100 Gb/s); allow float noise from sysfs "Gb/sec" parsing.
@@ -138,7 +138,7 @@ def _loopback(raw: Raw, faults: list[str], notes: list[str]) -> list[float]:
             )
             continue
         try:
-            values.append(write_bw_gbitps(run["output"]))
+            values.append(bw_average_gbitps(run["output"]))
         except ValueError as exc:
             faults.append(f"{where}: {exc}")
     return values

@@ -15,7 +15,13 @@ from validation.backends.base import Backend
 from validation.checks._util import device_label
 from validation.context import CheckContext
 from validation.outcome import CheckOutcome, judge
-from validation.parsers.kernlog import APPLICATION_XIDS, normalise_bus, parse_machine_checks, parse_xids
+from validation.parsers.kernlog import (
+    APPLICATION_XIDS,
+    normalise_bus,
+    parse_gpu_faults,
+    parse_machine_checks,
+    parse_xids,
+)
 from validation.registry import Check, Raw, register
 
 # The kernel log can hold thousands of repeats of one fault; list a few, count all.
@@ -155,24 +161,24 @@ def _kernel_log(
             notes.append(f"{message}: machine-check errors not checked")
         return
     lines = log.get("lines") or []
-    uncorrected, corrected = parse_machine_checks(lines)
-    metrics["mce_errors"] = float(len(uncorrected))
-    for line in uncorrected[:_MAX_LISTED]:
-        faults.append(f"uncorrected hardware error in the kernel log: {line[-160:]}")
-    if len(uncorrected) > _MAX_LISTED:
-        faults.append(f"... {len(uncorrected) - _MAX_LISTED} more uncorrected hardware errors")
-    if corrected:
-        notes.append(f"{len(corrected)} corrected hardware-error lines in the kernel log ({log['source']})")
+    _machine_checks(lines, str(log["source"]), metrics, faults, notes)
     if ctx.sku.accelerator.kind != "gpu":
         return
+    # Full PCI addresses (domain included): on multi-domain hosts 0002:01:00 and 0003:01:00 are
+    # different GPUs.
     by_bus = {normalise_bus(str(d["bus_id"])): d.get("index") for d in devices if d.get("bus_id")}
+
+    def who(bus: str | None) -> str:
+        if bus is None:
+            return "a GPU (the line names none)"
+        index = by_bus.get(bus)
+        return f"{device_label(ctx.sku, index)} ({bus})" if index is not None else f"PCI {bus}"
+
     xids = parse_xids(lines)
     metrics["xid_errors"] = float(len(xids))
     listed = 0
     for x in xids:
-        index = by_bus.get(x.bus)
-        who = device_label(ctx.sku, index) + f" ({x.bus})" if index is not None else f"PCI {x.bus}"
-        text = f"{who}: XID {x.code}" + (f" {x.text[:120]}" if x.text else "")
+        text = f"{who(x.bus)}: XID {x.code}" + (f" {x.text[:120]}" if x.text else "")
         if x.code in APPLICATION_XIDS:
             notes.append(text + " (usually an application error)")
         elif listed < _MAX_LISTED:
@@ -181,6 +187,41 @@ def _kernel_log(
     hardware = sum(1 for x in xids if x.code not in APPLICATION_XIDS)
     if hardware > listed:
         faults.append(f"... {hardware - listed} more XID errors")
+    gpu_faults = parse_gpu_faults(lines)
+    metrics["gpu_fault_events"] = float(len(gpu_faults))
+    for f in gpu_faults[:_MAX_LISTED]:
+        if f.kind == "sxid":
+            faults.append(f"NVSwitch PCI {f.bus}: SXid {f.code} {f.text[-120:]}")
+        elif f.kind == "fallen_off_bus":
+            faults.append(f"{who(f.bus)}: fell off the bus (no XID logged)")
+        else:
+            faults.append(f"{who(f.bus)}: the driver could not initialise it (RmInitAdapter failed)")
+    if len(gpu_faults) > _MAX_LISTED:
+        faults.append(f"... {len(gpu_faults) - _MAX_LISTED} more GPU / NVSwitch faults")
+
+
+def _machine_checks(
+    lines: list[str], source: str, metrics: dict[str, float], faults: list[str], notes: list[str]
+) -> None:
+    records = parse_machine_checks(lines)
+    uncorrected = [r for r in records if r.severity == "uncorrected"]
+    metrics["mce_errors"] = float(len(uncorrected))
+    for r in uncorrected[:_MAX_LISTED]:
+        faults.append(f"uncorrected hardware error ({r.evidence}): {r.text[-160:]}")
+    if len(uncorrected) > _MAX_LISTED:
+        faults.append(f"... {len(uncorrected) - _MAX_LISTED} more uncorrected hardware errors")
+    corrected = sum(1 for r in records if r.severity == "corrected")
+    if corrected:
+        notes.append(f"{corrected} corrected hardware errors in the kernel log ({source})")
+    # The kernel handed these to mcelog / rasdaemon without printing a bank status. Corrected
+    # errors are routinely logged this way; an uncorrected one that the kernel could not recover
+    # from panics instead, and a recovered one (SRAO/SRAR) prints its status.
+    undecoded = sum(1 for r in records if r.severity == "undecoded")
+    if undecoded:
+        notes.append(
+            f"{undecoded} machine-check events logged without a status in the kernel log ({source}): "
+            "read them with mcelog or ras-mc-ctl"
+        )
 
 
 def _host(raw: Raw, metrics: dict[str, float], faults: list[str], notes: list[str]) -> None:
