@@ -28,6 +28,7 @@ import multiprocessing as mp
 import os
 import re
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -283,6 +284,8 @@ def hold_results(results: Path) -> Iterator[None]:
                 f"{results}: another burn-in{holder} is writing it; wait for it to end, "
                 "or give this run another --node or --out"
             ) from None
+        except OSError as exc:  # e.g. ENOLCK on a network filesystem without locking: fail closed
+            raise OutputError(f"{path}: cannot lock it ({_why(exc)})", during_run=False) from None
         _note_holder(fd)
         yield
     finally:
@@ -290,19 +293,23 @@ def hold_results(results: Path) -> Iterator[None]:
 
 
 def _lock_holder(fd: int) -> str:
+    """' (pid N on HOST)' from the holder's note, or '' when it left none yet."""
     try:
-        text = os.pread(fd, 64, 0).decode("ascii", errors="replace").strip()
+        words = os.pread(fd, 300, 0).decode("ascii", errors="replace").split()
     except OSError:
         return ""
-    return f" (pid {text})" if text.isdigit() else ""
+    if len(words) != 2 or not words[0].isdigit() or not NODE_NAME.fullmatch(words[1]):
+        return ""  # never echo an arbitrary file's bytes to the terminal
+    return f" (pid {words[0]} on {words[1]})"
 
 
 def _note_holder(fd: int) -> None:
-    # Only to name this process in a second run's error; a full disk must not stop the run here.
+    # Only to name this process in a second run's error (the host too: --out may be shared over
+    # NFS); a full disk must not stop the run here.
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    except OSError:
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname() or 'localhost'}\n".encode(), 0)
+    except (OSError, UnicodeError):
         pass
 
 
@@ -544,6 +551,4 @@ def final_status(records: Mapping[str, CheckRecord]) -> dict[Status, int]:
 
 
 def default_node() -> str:
-    import socket
-
     return socket.gethostname() or "localhost"

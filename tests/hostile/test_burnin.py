@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -83,7 +84,10 @@ def test_a_second_burnin_on_a_live_results_file_exits_at_once(
     got = cli("burnin", *argv, "--out", out, "--node", "n1")
     assert got.code == exitcodes.CANT_CREATE
     assert time.monotonic() - t0 < 10.0  # refused at once, not queued behind the live run
-    assert f"{path}: another burn-in (pid {proc.pid}) is writing it" in got.err and one_line(got.err)
+    assert (
+        f"{path}: another burn-in (pid {proc.pid} on {socket.gethostname()}) is writing it" in got.err
+        and one_line(got.err)
+    )
     assert proc.poll() is None, "the first run must be untouched"
     # Not moved to .prev, not trimmed, not appended to.
     assert path.read_bytes() == before and not (out / "n1.jsonl.prev").exists()
@@ -229,7 +233,9 @@ def test_any_accepted_node_name_names_a_file_inside_out(node: str) -> None:
 def _forged_results(path: Path, *, planned: list[str], checks: list[str]) -> None:
     base = {"schema": "fleetforge.result/1", "node": "n1", "sku": "cpu", "level": "quick"}
     run_id = "r1\x1b]0;owned\x07"
-    lines = [{**base, "kind": "run", "run_id": run_id, "started": "2026-12-01T00:00:00Z", "checks": planned}]
+    lines: list[dict[str, Any]] = [
+        {**base, "kind": "run", "run_id": run_id, "started": "2026-12-01T00:00:00Z", "checks": planned}
+    ]
     for name in checks:
         lines.append(
             {

@@ -7,7 +7,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -33,6 +35,7 @@ from validation.runner import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+HOST = re.escape(socket.gethostname())
 # A level of one check: running "all of it" stays cheap, for the partial flag.
 ONE_CHECK = Registry()
 ONE_CHECK.register(Ok)
@@ -277,7 +280,7 @@ def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_pat
         before = path.read_bytes()
         for resume in (False, True):
             t0 = time.monotonic()
-            with pytest.raises(RunBusy, match=rf"t1\.jsonl: another burn-in \(pid {runner.pid}\)"):
+            with pytest.raises(RunBusy, match=rf"t1\.jsonl: another burn-in \(pid {runner.pid} on {HOST}\)"):
                 run_burnin(opts(tmp_path, None if resume else ["ok"], resume=resume))  # type: ignore[arg-type]
             assert time.monotonic() - t0 < 5.0  # refused at once, not after waiting for the lock
         # Not moved aside, not trimmed, not appended to: the live run's file is as it was.
