@@ -58,6 +58,7 @@ METRICS: dict[str, Metric] = dict(
             False,
             "SXid, fallen-off-the-bus and failed GPU init in the kernel log",
         ),
+        _m("dcgm_diag_failed_tests", "count", False, "DCGM diagnostic tests (dcgmi diag) that failed"),
         _m("pcie_degraded_links", "count", False, "devices whose PCIe link trained below its maximum"),
         _m("nvlink_down_links", "count", False, "NVLink links not up"),
     ]

@@ -11,6 +11,8 @@ tested with injected fakes (tests/validation/test_gpu_backend.py).
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -24,6 +26,8 @@ from validation.context import CheckContext
 
 # Seconds of PCIe traffic queued while health reads the link generation.
 _PCIE_LOAD_S = 0.5
+# all_reduce_perf runs inside the collectives check, whose own timeout (up to 900 s) also applies.
+_NCCL_TESTS_TIMEOUT_S = 900.0
 
 
 class GpuBackend(HostProbe):
@@ -89,7 +93,30 @@ class GpuBackend(HostProbe):
             raise Unsupported("one GPU: no intra-node all-reduce")
         from validation.backends import nccl
 
+        # Operators who built nccl-tests get the numbers they already compare against; the
+        # PyTorch path is the fallback where the binary is absent.
+        binary = shutil.which("all_reduce_perf")
+        if binary is not None:
+            return self._nccl_tests(binary, self.nvml.count, nbytes or nccl.DEFAULT_BYTES, iters)
         return nccl.allreduce(self.nvml.count, nbytes, iters)
+
+    def _nccl_tests(self, binary: str, world: int, nbytes: int, iters: int) -> Raw:
+        """One all_reduce_perf process driving every GPU (-g), results validated (-c 1)."""
+        argv = [binary, "-b", str(nbytes), "-e", str(nbytes), "-g", str(world)]
+        argv += ["-n", str(iters), "-w", "5", "-c", "1", "-d", "float", "-o", "sum"]
+        raw: Raw = {"impl": "nccl-tests", "world": world, "bytes": nbytes, "iters": iters, "argv": argv}
+        try:
+            done = self.run(argv, capture_output=True, text=True, timeout=_NCCL_TESTS_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {**raw, "rc": None, "output": "", "stderr": f"timed out after {_NCCL_TESTS_TIMEOUT_S:g} s"}
+        except OSError as exc:
+            return {**raw, "rc": None, "output": "", "stderr": f"could not be started: {exc}"}
+        return {
+            **raw,
+            "rc": done.returncode,
+            "output": done.stdout[-20000:],
+            "stderr": (done.stderr or "")[-2000:],
+        }
 
     def load_and_sample(self, seconds: float, interval_s: float, need_power: bool = False) -> Raw:
         samples: list[Raw] = []

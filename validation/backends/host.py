@@ -1,5 +1,5 @@
 """Host-level probes every backend shares: kernel log, sysfs (fabric, EDAC, thermal, cpufreq,
-RAPL), host inventory, versions, perftest loopback and storage throughput.
+RAPL), host inventory, versions, perftest loopback, storage throughput and DCGM diagnostics.
 
 `sysfs_root` is injectable so tests read captured trees; commands go through `self.run` so
 tests can substitute captured outputs.
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from validation.backends import storage_io
-from validation.backends.base import Raw
+from validation.backends.base import Raw, Unsupported
 from validation.parsers.kernlog import RELEVANT
 from validation.parsers.sysfs import ib_rate_gbitps, ib_state
 
@@ -90,6 +90,30 @@ class HostProbe:
                 "lines": [ln for ln in lines if RELEVANT.search(ln)],
             }
         return {"source": None, "lines": [], "error": "no readable kernel log (journalctl, dmesg, kern.log)"}
+
+    # ---------------------------------------------------------------- DCGM diagnostics
+
+    def dcgm_diag(self, run_level: int, timeout: float) -> Raw:
+        """`dcgmi diag -r N -j` where NVIDIA DCGM is installed; Unsupported (a skip) where not.
+
+        dcgmi exits non-zero when a test fails, with the verdicts still in its JSON: the exit
+        status is recorded, and parse reads the JSON whatever it was.
+        """
+        dcgmi = shutil.which("dcgmi")
+        if dcgmi is None:
+            raise Unsupported("dcgmi not installed (NVIDIA DCGM): DCGM diagnostics not run")
+        raw: Raw = {"run_level": run_level, "argv": [dcgmi, "diag", "-r", str(run_level), "-j"]}
+        version = self._command([dcgmi, "--version"]) or ""
+        raw["version"] = next(
+            (ln.split(":", 1)[1].strip() for ln in version.splitlines() if "version" in ln), ""
+        )
+        try:
+            done = self.run(raw["argv"], capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {**raw, "rc": None, "output": "", "stderr": f"dcgmi diag timed out after {timeout:g} s"}
+        except OSError as exc:
+            return {**raw, "rc": None, "output": "", "stderr": f"dcgmi could not be started: {exc}"}
+        return {**raw, "rc": done.returncode, "output": done.stdout, "stderr": (done.stderr or "")[-2000:]}
 
     # ---------------------------------------------------------------- inventory and versions
 

@@ -3,6 +3,7 @@
 # Imported for their @register side effect; the order here does not matter (checks carry `order`).
 import validation.checks.collectives
 import validation.checks.compute
+import validation.checks.dcgm_diag
 import validation.checks.efficiency
 import validation.checks.fabric
 import validation.checks.health

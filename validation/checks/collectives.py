@@ -1,7 +1,9 @@
 """collectives: intra-node all-reduce bus bandwidth (NCCL on GPUs, psum on TPUs, gloo or a
 shared-memory ring across processes on a CPU host), busbw as nccl-tests defines it.
 
-Raw: {"impl", "world", "bytes", "iters", "times_s": [per iteration], "correct", "exit_codes"?}.
+Raw: {"impl", "world", "bytes", "iters", "times_s": [per iteration], "correct", "exit_codes"?}, or,
+where nccl-tests' all_reduce_perf is on the node, {"impl": "nccl-tests", "world", "bytes", "rc",
+"output", "stderr"}: its table is read (busbw at the largest size, the #wrong counts).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from validation.backends.base import Backend
 from validation.checks._util import median
 from validation.context import CheckContext
 from validation.outcome import CheckOutcome, error, judge
+from validation.parsers.nccl_tests import parse_table
 from validation.registry import Check, Raw, register
 
 
@@ -37,6 +40,8 @@ class Collectives(Check):
         return backend.allreduce(p.get("bytes"), int(p["iters"]))
 
     def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+        if raw.get("impl") == "nccl-tests":
+            return _nccl_tests(raw, ctx)
         times = [float(t) for t in raw.get("times_s") or [] if t and t > 0]
         codes = raw.get("exit_codes") or []
         if any(c != 0 for c in codes):
@@ -55,3 +60,22 @@ class Collectives(Check):
             f"median of {len(times)} iterations {t * 1e3:.2f} ms, algbw {algbw:.3g} GB/s"
         ]
         return judge(ctx, {"allreduce_busbw_gbps": busbw}, faults=faults, notes=notes)
+
+
+def _nccl_tests(raw: Raw, ctx: CheckContext) -> CheckOutcome:
+    rc = raw.get("rc")
+    try:
+        result = parse_table(str(raw.get("output") or ""))
+    except ValueError as exc:
+        stderr = str(raw.get("stderr") or "").strip()[-300:]
+        return error(f"all_reduce_perf exited {rc}: {exc}" + (f"; {stderr}" if stderr else ""))
+    faults = [] if rc == 0 else [f"all_reduce_perf exited {rc}"]
+    if result.wrong is None:
+        faults.append("nccl-tests did not count wrong results (#wrong N/A): data corruption not ruled out")
+    elif result.wrong:
+        faults.append(f"nccl-tests: {result.wrong} wrong results (data corruption)")
+    notes = [
+        f"nccl-tests all_reduce_perf: {raw.get('world')} GPUs, {result.bytes / 2**20:.0f} MiB, busbw "
+        f"out-of-place {result.busbw_out_gbps:g} GB/s, in-place {result.busbw_in_gbps:g} GB/s (the lower is judged)"
+    ]
+    return judge(ctx, {"allreduce_busbw_gbps": result.busbw_gbps}, faults=faults, notes=notes)

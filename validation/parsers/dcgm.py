@@ -25,7 +25,7 @@ class TestVerdict:
     category: str
     name: str
     status: str  # "fail" | "warn" | "pass" | "skip"
-    gpus: str  # the GPU ids the failing / warning results name, "" when not per GPU
+    gpus: str  # the GPU ids the failing / warning / skipped results name, "" when not per GPU
     detail: str  # DCGM's warning / info text, when it gave one
 
 
@@ -76,7 +76,7 @@ def _verdict(category: str, test: Any) -> TestVerdict:
         word = str(result.get("status", "")).strip().lower() if isinstance(result, dict) else ""
         statuses.append((word if word in _ORDER else "fail", result if isinstance(result, dict) else {}))
     worst = min(statuses, key=lambda s: _ORDER[s[0]])[0]
-    flagged = [r for s, r in statuses if s == worst and s in ("fail", "warn")]
+    flagged = [r for s, r in statuses if s == worst and s != "pass"]
     gpus = ",".join(str(r["gpu_ids"]) for r in flagged if r.get("gpu_ids") not in (None, ""))
     detail = "; ".join(_text(r.get("warnings")) or _text(r.get("info")) for r in flagged).strip("; ")
     return TestVerdict(category, name, worst, gpus, detail)
