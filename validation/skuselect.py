@@ -24,6 +24,7 @@ from validation.models import model_matches
 _VENDOR_CLOUD = {"amazon ec2": "aws", "google": "gcp", "microsoft corporation": "azure"}
 _GOOGLE_PCI_VENDOR = "0x1ae0"
 _NVIDIA_PCI_VENDOR = "0x10de"
+_PCI_NOT_TPU = ("0x01", "0x02")  # mass storage and network controllers
 _PCI_DISPLAY_CLASS = "0x03"  # VGA and 3D controllers; NVSwitch bridges (0x0680) are not GPUs
 # Where detection looks by default; resolved at call time so tests can point them at a fake tree.
 SYSFS_ROOT = Path("/sys")
@@ -106,9 +107,12 @@ def _cloud(sysfs: Path) -> tuple[str | None, str]:
 def _has_tpu(sysfs: Path, dev: Path) -> bool:
     if glob.glob(str(dev / "accel[0-9]*")):
         return True
-    return any(
-        _read(Path(v)) == _GOOGLE_PCI_VENDOR for v in glob.glob(str(sysfs / "bus/pci/devices/*/vendor"))
-    )
+    for vendor_file in glob.glob(str(sysfs / "bus/pci/devices/*/vendor")):
+        pci_class = _read(Path(vendor_file).parent / "class").lower()
+        # Every GCE VM has Google PCI functions that are disks and NICs (NVMe, gVNIC): not TPUs.
+        if _read(Path(vendor_file)) == _GOOGLE_PCI_VENDOR and not pci_class.startswith(_PCI_NOT_TPU):
+            return True
+    return False
 
 
 def detect_sku(sysfs_root: Path | None = None, dev_root: Path | None = None, nvml: Any | None = None) -> Sku:

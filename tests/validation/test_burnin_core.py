@@ -27,10 +27,17 @@ from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
 
 def test_kernel_log_parsers() -> None:
     xids = kernlog.parse_xids(fixture_text("kernlog/dmesg_xid.txt").splitlines())
-    assert [(x.bus, x.code) for x in xids] == [("1b:00", 79), ("43:00", 13), ("52:00", 48), ("52:00", 63)]
-    assert kernlog.normalise_bus("00000000:3B:00.0") == kernlog.normalise_bus("0000:3b:00") == "3b:00"
-    unc, corr = kernlog.parse_machine_checks(fixture_text("kernlog/mce.txt").splitlines())
-    assert len(unc) == 2 and len(corr) == 2
+    assert [(x.bus, x.code) for x in xids] == [
+        ("0000:1b:00", 79),
+        ("0000:43:00", 13),
+        ("0000:52:00", 48),
+        ("0000:52:00", 63),
+    ]
+    # The PCI domain is kept (multi-domain hosts); an address without one is domain 0.
+    assert kernlog.normalise_bus("00000000:3B:00.0") == kernlog.normalise_bus("3b:00") == "0000:3b:00"
+    # Each hardware-error record counts once, its severity from MCi_STATUS / EDAC, not the wording.
+    records = kernlog.parse_machine_checks(fixture_text("kernlog/mce.txt").splitlines())
+    assert sorted(m.severity for m in records) == ["corrected", "uncorrected"]
     assert kernlog.parse_xids(fixture_text("kernlog/dmesg_clean.txt").splitlines()) == []
 
 
@@ -278,6 +285,29 @@ def test_auto_sku_never_demotes_a_tpu_node(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setitem(sys.modules, "jax", CpuOnlyJax)
     with pytest.raises(AcceleratorUnreadable, match="TPU is present but JAX cannot open it: Unknown backend"):
         detect_sku(dmi(tmp_path, "Google", "Google Compute Engine"), dev, nvml=FakeNvml([]))
+
+
+def test_a_gce_cpu_vm_with_google_disks_and_nics_is_cpu(tmp_path: Path) -> None:
+    sysfs = materialize(
+        {
+            "class/dmi/id/sys_vendor": "Google",
+            "class/dmi/id/product_name": "Google Compute Engine",
+            "bus/pci/devices/0000:00:04.0/vendor": "0x1ae0",  # gVNIC
+            "bus/pci/devices/0000:00:04.0/class": "0x020000",
+            "bus/pci/devices/0000:00:05.0/vendor": "0x1ae0",  # persistent disk over NVMe
+            "bus/pci/devices/0000:00:05.0/class": "0x010802",
+        },
+        tmp_path / "sys",
+    )
+    assert detect_sku(sysfs, tmp_path / "dev", nvml=FakeNvml([])).sku == "cpu"
+    # A Google function of another class is a TPU: without JAX that is an error, never cpu.
+    materialize(
+        {"bus/pci/devices/0000:00:06.0/vendor": "0x1ae0", "bus/pci/devices/0000:00:06.0/class": "0x120000"},
+        sysfs,
+    )
+    with pytest.raises(AcceleratorUnreadable, match="TPU is present"), pytest.MonkeyPatch.context() as mp:
+        mp.setitem(sys.modules, "jax", None)
+        detect_sku(sysfs, tmp_path / "dev", nvml=FakeNvml([]))
 
 
 def test_printed_reasons_and_names_cannot_forge_lines_or_markup() -> None:
