@@ -508,12 +508,21 @@ class SpecError(Exception):
 
     def render(self) -> str:
         # One problem is one line, so a log line or a CI annotation carries the whole reason.
+        # Keys, paths and values come from the file: escaped, they cannot add lines or move the cursor.
+        source = _printable(self.source)
         if len(self.problems) == 1:
-            path, msg = self.problems[0]
-            return f"{self.source}: {path + ': ' if path else ''}{msg}"
-        lines = [f"{self.source}: {len(self.problems)} problem(s)"]
-        lines += [f"  {path or '(top level)'}: {msg}" for path, msg in self.problems]
+            path, msg = (_printable(p) for p in self.problems[0])
+            return f"{source}: {path + ': ' if path else ''}{msg}"
+        lines = [f"{source}: {len(self.problems)} problem(s)"]
+        lines += [f"  {_printable(path) or '(top level)'}: {_printable(msg)}" for path, msg in self.problems]
         return "\n".join(lines)
+
+
+def _printable(text: str) -> str:
+    """Text with control and other non-printable characters written as Python escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def load_spec(path: str | Path) -> FleetSpec:
@@ -551,7 +560,8 @@ def _explain(exc: ValidationError) -> Iterator[tuple[str, str]]:
             for sub, msg in cause.problems:
                 yield ".".join(p for p in (path, sub) if p), msg
         elif err["type"] == "extra_forbidden":
-            yield path, f"unknown key; allowed here: {', '.join(_allowed_keys(loc[:-1]))}"
+            allowed = _allowed_keys(loc[:-1])
+            yield path, f"unknown key; allowed here: {', '.join(allowed)}" if allowed else "unknown key"
         elif err["type"] == "missing":
             yield path, "required"
         else:

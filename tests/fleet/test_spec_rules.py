@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -9,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleet import units
-from fleet.spec import FSX_GIB_PER_TIB, SpecError, spec_from_mapping
+from fleet.spec import FSX_GIB_PER_TIB, SpecError, load_spec, spec_from_mapping
 from stacks.checks import spec_problems
+from tests.conftest import EXAMPLES
 from tests.fleet.test_spec import AWS, AZURE, DELETE, GCP, with_
 
 
@@ -112,3 +114,28 @@ def test_fsx_capacity_tib_must_be_a_whole_number_of_gib() -> None:
         with_(AWS, "storage.filesystem.capacity_gib", DELETE), "storage.filesystem.capacity_tib", 2.4000004
     )
     assert "1.2 TiB" in field_problems(doc)["storage.filesystem.capacity_tib"]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_the_pulumi_config_path_reads_what_plan_writes(example: str) -> None:
+    # `fleetforge plan` hands the stack `model_dump_json()`; Pulumi's get_object gives it back as
+    # JSON data, which the strict types must read to the same spec.
+    spec = load_spec(EXAMPLES / example)
+    assert spec_from_mapping(json.loads(spec.model_dump_json())) == spec
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("nodes", "16"),
+        ("nodes", True),
+        ("network.vpc_cidr", 0),
+        ("network.ssh_cidr", "0.0.0.0/0"),
+        ("zone", "us-east-1-x"),
+    ],
+)
+def test_the_pulumi_config_path_gets_the_same_validation(path: str, value: Any) -> None:
+    data = json.loads(json.dumps(with_(AWS, path, value)))
+    with pytest.raises(SpecError) as info:
+        spec_from_mapping(data, source="fleetforge:fleet")
+    assert path in dict(info.value.problems)

@@ -131,3 +131,14 @@ def test_load_spec_reports_one_line_and_the_kind_of_failure(
     assert info.value.no_input is no_input
     rendered = info.value.render()
     assert "\n" not in rendered and rendered.startswith(f"{path}: ") and fragment in rendered
+
+
+def test_keys_and_paths_from_the_file_cannot_add_lines_or_escape_sequences(tmp_path: Path) -> None:
+    path = tmp_path / "evil\nname.yaml"
+    path.write_text('"name\\n\\u001b[2Jevil": 1\n')
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    rendered = info.value.render()
+    assert "\x1b" not in rendered
+    assert rendered.count("\n") == len(info.value.problems)  # header + one line per problem
+    assert "name\\n\\x1b[2Jevil: unknown key" in rendered

@@ -227,24 +227,24 @@ TEXT_CASES: list[tuple[str, str, int, str, str]] = [
     ),
     (
         "onprem-nqn-newline",
-        ONPREM + "storage2: x\n".replace("storage2: x\n", ""),  # placeholder replaced below
+        replace(
+            ONPREM,
+            "    mount_point: /lustre\n",
+            "    mount_point: /lustre\n  nvmeof:\n    - {transport: tcp, address: 10.1.0.9, "
+            'nqn: "nqn.2020-01.com.example:a\\nb"}\n',
+        ),
+        exitcodes.DATA,
+        "storage.nvmeof.0.nqn",
+        "NVMe Qualified Name",
+    ),
+    (
+        "key-with-escape-sequence",
+        P5 + '"\\u001b[2Jx\\ny": 1\n',
         exitcodes.DATA,
         "",
-        "",
+        "\\x1b[2Jx\\ny: unknown key",
     ),
 ]
-TEXT_CASES[-1] = (
-    "onprem-nqn-newline",
-    replace(
-        ONPREM,
-        "    mount_point: /lustre\n",
-        "    mount_point: /lustre\n  nvmeof:\n    - {transport: tcp, address: 10.1.0.9, "
-        'nqn: "nqn.2020-01.com.example:a\\nb"}\n',
-    ),
-    exitcodes.DATA,
-    "storage.nvmeof.0.nqn",
-    "NVMe Qualified Name",
-)
 
 
 def _jinja_cases(canary: Canary) -> list[tuple[str, str, str]]:
