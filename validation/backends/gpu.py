@@ -10,6 +10,7 @@ tested with injected fakes (tests/validation/test_gpu_backend.py).
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -54,8 +55,7 @@ class GpuBackend(HostProbe):
         raw = self.nvml.inventory()
         versions = {**raw["versions"], **self.host_versions()}
         try:
-            import torch
-
+            torch: Any = importlib.import_module("torch")  # Any: typed the same with or without torch
             versions["torch"] = str(torch.__version__)
             if torch.cuda.is_available() and hasattr(torch.cuda, "nccl"):
                 versions["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))

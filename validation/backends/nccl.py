@@ -7,6 +7,7 @@ Not run on a GPU in the session that wrote it; written against torch.distributed
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import tempfile
@@ -22,8 +23,9 @@ _WARMUP = 5
 
 def _rank(rank: int, world: int, nbytes: int, iters: int, store: str, out_dir: str) -> None:
     die_with_parent()
-    import torch
-    import torch.distributed as dist
+    # Imported as Any: the checks type the same with and without torch installed.
+    torch: Any = importlib.import_module("torch")
+    dist: Any = importlib.import_module("torch.distributed")
 
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=f"file://{store}", rank=rank, world_size=world)
@@ -53,7 +55,7 @@ def _rank(rank: int, world: int, nbytes: int, iters: int, store: str, out_dir: s
 
 
 def allreduce(world: int, nbytes: int | None, iters: int) -> Raw:
-    import torch.multiprocessing as tmp
+    tmp: Any = importlib.import_module("torch.multiprocessing")
 
     nbytes = nbytes or DEFAULT_BYTES
     nbytes -= nbytes % (4 * world)

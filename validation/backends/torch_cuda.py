@@ -177,7 +177,7 @@ class TorchCuda:
         worst, nonfinite, checksum = 0.0, 0, 0.0
         for a, b in pairs:
             c = mm(a, b, out)
-            a64, b64 = a[rows].to(t.float64), b.to(t.float64)
+            a64, b64 = self._rows(a, rows, dtype == "fp8").to(t.float64), b.to(t.float64)
             ref = a64 @ b64
             bound = (a64.abs() @ b64.abs()).clamp_min(1e-30)
             worst = max(worst, float(((c[rows].to(t.float64) - ref).abs() / bound).max().item()))
@@ -185,6 +185,11 @@ class TorchCuda:
             checksum += float(c.to(t.float64).sum().item())
             del b64
         return worst, nonfinite, checksum
+
+    def _rows(self, x: Any, rows: Any, fp8: bool) -> Any:
+        """x[rows]. A float8 operand is converted (exactly) to float32 before rows are sampled:
+        CUDA builds of PyTorch without fp8 index kernels refuse x[rows] on a float8 tensor."""
+        return x.to(self.torch.float32)[rows] if fp8 else x[rows]
 
     # ---------------------------------------------------------------- memory
 
