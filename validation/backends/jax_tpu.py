@@ -5,6 +5,11 @@ reference on the same chip, device copy, host-device transfers with device_put /
 and the intra-host all-reduce as a pmap'd psum over ICI. JAX exposes no power or clock
 telemetry, so efficiency skips and stress measures throughput stability only.
 
+The fp32 GEMM runs at Precision.HIGHEST: at JAX's default precision a TPU multiplies float32
+operands in single bf16 passes, which would report bf16 speed under the fp32 name. Every chip
+is timed on its own clock (work is queued on all chips at once and each chip's finish is
+observed as it happens), so one slow chip shows as one slow number, not as a slower node.
+
 Not run on a TPU in the session that wrote it; written against JAX's documented API.
 """
 
@@ -26,6 +31,8 @@ DEFAULT_COPY_BYTES = 2 * 2**30
 DEFAULT_H2D_BYTES = 512 * 2**20
 DEFAULT_ALLREDUCE_BYTES = 1 * 2**30
 _VERIFY_ROWS = 8
+# How often the per-chip timer looks for finished chips: small against any measured interval.
+_POLL_S = 0.0005
 
 
 def _import_jax() -> Any:
@@ -40,17 +47,23 @@ class JaxBackend(HostProbe):
     name = "jax"
     kind = "tpu"
 
-    def __init__(self, ctx: CheckContext, jax: Any | None = None, **probe: Any) -> None:
+    def __init__(
+        self, ctx: CheckContext, jax: Any | None = None, platform: str = "tpu", **probe: Any
+    ) -> None:
+        """`platform` is the JAX platform whose local devices are measured: "tpu" on a node;
+        tests run the same code on "cpu" devices."""
         super().__init__(sysfs_root=ctx.sysfs_root, **probe)
         self.jax: Any = jax if jax is not None else _import_jax()
         self.jnp = self.jax.numpy
-        self.devices = [d for d in self.jax.local_devices() if d.platform == "tpu"]
+        self.devices = [d for d in self.jax.local_devices() if d.platform == platform]
         if not self.devices:
-            raise RuntimeError(f"JAX sees no TPU devices (platform {self.jax.default_backend()})")
+            raise RuntimeError(
+                f"JAX sees no {platform.upper()} devices (platform {self.jax.default_backend()})"
+            )
         self.seed = ctx.seed
 
     def _timed(self, fn: Callable[[Any], Any], args: list[Any], seconds: float) -> tuple[list[float], int]:
-        """Dispatch fn on every chip concurrently until `seconds` pass; seconds per chip, iterations."""
+        """Run fn on every chip concurrently, about `seconds` of it; seconds per chip, iterations."""
         outs = [fn(a) for a in args]  # compile and warm up
         for o in outs:
             o.block_until_ready()
@@ -59,13 +72,34 @@ class JaxBackend(HostProbe):
             o.block_until_ready()
         once = max(time.perf_counter() - t0, 1e-6)
         iters = max(10, int(seconds / once))
+        return self._finish_times(fn, args, iters), iters
+
+    def _finish_times(self, fn: Callable[[Any], Any], args: list[Any], iters: int) -> list[float]:
+        """Queue `iters` runs on every chip, then note when each chip's last result is ready."""
         t0 = time.perf_counter()
+        outs: list[Any] = []
         for _ in range(iters):
             outs = [fn(a) for a in args]
+        finished: dict[int, float] = {}
+        if all(hasattr(o, "is_ready") for o in outs):
+            while len(finished) < len(outs):
+                for i, o in enumerate(outs):
+                    if i not in finished and o.is_ready():
+                        finished[i] = time.perf_counter() - t0
+                if len(finished) < len(outs):
+                    time.sleep(_POLL_S)
+            return [finished[i] for i in range(len(outs))]
+        # Without is_ready (older JAX), chips are timed one after another, each on its own.
         for o in outs:
             o.block_until_ready()
-        elapsed = time.perf_counter() - t0
-        return [elapsed] * len(args), iters
+        times = []
+        for a in args:
+            t1 = time.perf_counter()
+            for _ in range(iters):
+                out = fn(a)
+            out.block_until_ready()
+            times.append(time.perf_counter() - t1)
+        return times
 
     def inventory(self) -> Raw:
         devices = []
@@ -107,7 +141,9 @@ class JaxBackend(HostProbe):
             a = jax.random.normal(ka, (n, n), dtype=jnp.float32).astype(dt)
             b = jax.random.normal(kb, (n, n), dtype=jnp.float32).astype(dt)
             pairs = [(jax.device_put(a, d), jax.device_put(b, d)) for d in self.devices]
-            mm = jax.jit(lambda ab: ab[0] @ ab[1])
+            # HIGHEST for fp32: the default would multiply float32 in single bf16 passes.
+            precision = jax.lax.Precision.HIGHEST if dtype == "fp32" else jax.lax.Precision.DEFAULT
+            mm = jax.jit(lambda ab, p=precision: jnp.dot(ab[0], ab[1], precision=p))
             elapsed, iters = self._timed(mm, pairs, seconds)
             devices = []
             for i, (pa, pb) in enumerate(pairs):
