@@ -173,3 +173,22 @@ def test_uncorrected_machine_check_fails_the_node_and_corrected_is_noted() -> No
     undecoded = health(real_lines("kernlog-mce-undecoded.log"))
     assert undecoded.status == "pass"
     assert any("3 machine-check events logged without a status" in f for f in undecoded.findings)
+
+
+def test_the_storage_check_reads_fio_older_than_3_2() -> None:
+    old = real("fio-2.17-no-bw-bytes.json")
+    raw = {
+        "method": "fio",
+        "path": "/data",
+        "bytes": 2**30,
+        "write": {"rc": 0, "output": old},
+        "read": {"rc": 0, "output": old},
+    }
+    out = REGISTRY.get("storage").parse(raw, ctx("cpu"))
+    # Read, then judged: a 2017 cloud disk's 40 MB/s random writes are below the cpu floor.
+    assert out.status == "fail" and any("storage_write_mbps 40.26 below floor" in f for f in out.findings)
+    assert out.metrics == {
+        "storage_write_mbps": pytest.approx(40.255488),
+        "storage_read_mbps": pytest.approx(132.491264),
+    }
+    assert "fio: 8087 read IOPS, 2457 write IOPS" in out.findings

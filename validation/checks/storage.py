@@ -10,7 +10,7 @@ from __future__ import annotations
 from validation.backends.base import Backend
 from validation.context import CheckContext
 from validation.outcome import CheckOutcome, error, judge
-from validation.parsers.fio import throughput_mbps
+from validation.parsers.fio import iops, throughput_mbps
 from validation.registry import Check, Raw, register
 
 MiB = 2**20
@@ -47,6 +47,10 @@ class Storage(Check):
                     "storage_write_mbps": throughput_mbps(raw["write"]["output"], "write"),
                     "storage_read_mbps": throughput_mbps(raw["read"]["output"], "read"),
                 }
+                notes.append(
+                    f"fio: {iops(raw['read']['output'], 'read'):.0f} read IOPS, "
+                    f"{iops(raw['write']['output'], 'write'):.0f} write IOPS"
+                )
             except (ValueError, KeyError) as exc:
                 return error(f"fio output not understood: {exc}")
         else:
