@@ -63,12 +63,21 @@ HostAddress = Annotated[str, Strict(), AfterValidator(_host_address)]
 IpAddress = Annotated[str, Strict(), AfterValidator(_ip_address)]
 
 
-# Lustre NIDs: <address>@<network><number>. IP networks (tcp, o2ib, efa) take an IPv4 address, or an
-# IPv6 one (Lustre 2.16+); the fabric LNDs (kfi, gni, ptl) take a numeric address; `0@lo` is loopback.
+# Lustre NIDs: <address>@<network><number>. IP networks (tcp, o2ib, efa) take an IPv4 address (not
+# IPv6: the mount source joins failover MGS nodes with ':', which an IPv6 address would split);
+# the fabric LNDs (kfi, gni, ptl) take a numeric address; `0@lo` is loopback.
 # One MGS entry is its node's NIDs joined by commas (several interfaces); the list's entries are
 # failover MGS nodes, which Lustre's mount source separates with colons.
 _NID = re.compile(r"(?P<addr>[^@\s]+)@(?P<lnd>tcp|o2ib|efa|kfi|gni|ptl|lo)(?P<num>[0-9]{0,5})")
 _IP_LNDS = {"tcp", "o2ib", "efa"}
+
+
+def _is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _nid_problem(nid: str) -> str | None:
@@ -76,8 +85,8 @@ def _nid_problem(nid: str) -> str | None:
     if m is None:
         return "not <address>@<network>, e.g. 10.0.0.1@tcp or 192.168.1.2@o2ib0"
     addr, lnd = m["addr"], m["lnd"]
-    if lnd in _IP_LNDS and not is_ip_address(addr):
-        return f"{lnd} NIDs take an IP address before the @"
+    if lnd in _IP_LNDS and not _is_ipv4(addr):
+        return f"{lnd} NIDs take an IPv4 address before the @"
     if lnd not in _IP_LNDS and not addr.isdigit():
         return f"{lnd} NIDs take a numeric address before the @"
     return None

@@ -78,7 +78,6 @@ def test_beegfs_management_host_is_a_host_address() -> None:
         ["10.0.0.1@tcp"],
         ["192.168.1.2@o2ib0"],
         ["10.0.0.1@o2ib,10.0.1.1@o2ib1", "10.0.0.2@o2ib,10.0.1.2@o2ib1"],
-        ["2001:db8::1@tcp"],
         ["12@kfi"],
         ["10.0.0.1@tcp3"],
     ],
@@ -91,7 +90,8 @@ def test_lustre_nids_accept_lustre_syntax(nids: list[str]) -> None:
     ("nid", "fragment"),
     [
         ("10.0.0.1", "<address>@<network>"),
-        ("mgs@tcp", "take an IP address"),
+        ("mgs@tcp", "take an IPv4 address"),
+        ("2001:db8::1@tcp", "take an IPv4 address"),
         ("10.0.0.1@ethernet", "<address>@<network>"),
         ("10.0.0.1@tcp:10.0.0.2@tcp", "<address>@<network>"),
         ("abc@kfi", "numeric address"),
