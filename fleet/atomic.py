@@ -17,10 +17,15 @@ from pathlib import Path
 class AtomicWriteError(OSError):
     """The file could not be written; the target is as it was and no temporary file is left."""
 
-    def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"cannot write {path}: {reason}")
+    def __init__(self, path: Path, reason: str, errno: int | None = None) -> None:
+        # strerror is the reason alone, as for any OSError, so callers that print
+        # "cannot write PATH (strerror)" say why.
+        super().__init__(errno, reason)
         self.path = path
         self.reason = reason
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
 
 
 def _umask() -> int:
@@ -52,7 +57,7 @@ def write_atomic(path: Path, content: str | bytes) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise AtomicWriteError(path, exc.strerror or type(exc).__name__) from None
+        raise AtomicWriteError(path, exc.strerror or type(exc).__name__, exc.errno) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -62,7 +67,7 @@ def write_atomic(path: Path, content: str | bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise AtomicWriteError(path, exc.strerror or type(exc).__name__) from None
+        raise AtomicWriteError(path, exc.strerror or type(exc).__name__, exc.errno) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

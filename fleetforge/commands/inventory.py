@@ -95,10 +95,7 @@ def _write_atomically(path: Path, text: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as exc:
-        fail(
-            f"-o {path}: cannot write ({getattr(exc, 'reason', None) or exc.strerror or exc})",
-            exitcodes.USAGE,
-        )
+        fail(f"-o {path}: cannot write ({exc.strerror or type(exc).__name__})", exitcodes.USAGE)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,10 +3,16 @@ INI, YAML, folders and dynamic inventory plugins all mean what they mean to the 
 
 Every host listed is a host the fleet run expects results from: the gate rejects one that leaves
 none, with the reason the run found, never leaving it out.
+
+A host name becomes the name of its results file (`<results>/<host>.jsonl`), a node name in the
+gate and its reports, and an argument of the multi-node run; so it must be a plain host name
+(letters, digits, '.', '_', '-') or an IP address: no '/' or '..' to leave the results folder,
+no braces to template, no spaces or commas to split an argument list.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -17,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from validation.gate import natural_key
+from validation.reports.ansible_yaml import HOST_NAME_RULE, is_host_name
 
 
 class InventoryError(ValueError):
@@ -68,7 +75,25 @@ def list_hosts(inventory: Path) -> list[str]:
     hosts = hosts_from_listing(doc)
     if not hosts:
         raise InventoryError(f"--inventory {inventory}: names no host")
+    bad = [h for h in hosts if not usable_host_name(h)]
+    if bad:
+        shown = ", ".join(ascii(h) for h in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise InventoryError(
+            f"--inventory {inventory}: host name(s) {shown} not allowed: {HOST_NAME_RULE}, or an IP address"
+        )
     return hosts
+
+
+def usable_host_name(name: str) -> bool:
+    """A name safe as a results file name, a node name and an argument: see the module's doc."""
+    if is_host_name(name):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    # An IPv6 scope ("%eth0") may hold any text: only the bare address is allowed.
+    return not isinstance(address, ipaddress.IPv6Address) or address.scope_id is None
 
 
 def hosts_from_listing(doc: Mapping[str, Any]) -> list[str]:
