@@ -46,7 +46,7 @@ class AwsFleet(pulumi.ComponentResource):
         key = aws_storage.kms_key(ctx, acct, for_data_repository=with_dra)
         bucket = aws_storage.bucket(ctx, key)
         role, profile = aws_compute.instance_role(
-            ctx, acct, bucket.arn if bucket is not None else None, key.arn if bucket is not None else None
+            ctx, bucket.arn if bucket is not None else None, key.arn if bucket is not None else None
         )
         net = aws_network.network(ctx)
         groups = aws_network.security_groups(ctx, net, with_lustre=args.filesystem is not None)

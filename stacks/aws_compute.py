@@ -95,7 +95,7 @@ def account(ctx: Context) -> Account:
 
 
 def instance_role(
-    ctx: Context, acct: Account, bucket_arn: pulumi.Output[str] | None, key_arn: pulumi.Output[str] | None
+    ctx: Context, bucket_arn: pulumi.Output[str] | None, key_arn: pulumi.Output[str] | None
 ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile]:
     """Least privilege: Session Manager's own actions (no inbound SSH needed) and, with a checkpoint bucket,
     read of the bucket plus write (never delete) under checkpoints/. Versioning and the lifecycle

@@ -67,9 +67,8 @@ class AwsFleetArgs:
         ckpt = spec.storage.checkpoints
         filesystem = None
         if fs is not None and fs.kind == "fsx-lustre" and fs.throughput_mbps_per_tib is not None:
-            # FSx counts 1.2 TiB as 1,200 GiB (the spec validates the same conversion).
-            gib = fs.capacity_gib if fs.capacity_gib is not None else round((fs.capacity_tib or 0) * 1000)
-            filesystem = FileSystemArgs(gib, fs.throughput_mbps_per_tib, fs.mount_point)
+            # FSx counts 1.2 TiB as 1,200 GiB: the spec owns that conversion (provider_gib).
+            filesystem = FileSystemArgs(fs.provider_gib or 0, fs.throughput_mbps_per_tib, fs.mount_point)
         return cls(
             name=spec.name,
             region=spec.region,

@@ -20,8 +20,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from fleet.network import private_subnet, public_subnet
 from stacks.aws_context import Context
-from stacks.checks import private_subnet, public_subnet
 
 # Lustre LNet: 988 for the file system, 1018-1023 for client connections (FSx for Lustre guide).
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
