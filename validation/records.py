@@ -145,12 +145,15 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one instance: json.loads would build one per line
+
+
 def parse_line(text: str | bytes) -> Record:
     """One JSONL line to a record; raises ValueError with a short reason, NewerSchemaError for a newer schema."""
     if len(text) > MAX_LINE_BYTES:
         raise ValueError(f"line of {len(text)} bytes is longer than {MAX_LINE_BYTES}; not a record")
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        data = _DECODER.decode(text.decode("utf-8") if isinstance(text, bytes) else text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not JSON ({exc.msg}); truncated write?") from None
     except UnicodeDecodeError:
@@ -245,8 +248,21 @@ def read_results(path: Path) -> ResultFile:
     return result
 
 
+# Files up to this size are read in one call and split (the common case, and the fast one); larger
+# ones are streamed line by line so an absurd file never has to fit in memory.
+_READ_WHOLE_BYTES = 16 << 20
+
+
 def _lines(fh: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
     """Numbered lines; None for a line over MAX_LINE_BYTES, which is skipped without being held."""
+    size = os.fstat(fh.fileno()).st_size
+    if size <= _READ_WHOLE_BYTES:
+        data = fh.read(size + 1)
+        if len(data) <= size:  # it did not grow while being read
+            for number, raw in enumerate(data.split(b"\n"), start=1):
+                yield number, (raw if len(raw) <= MAX_LINE_BYTES else None)
+            return
+        fh.seek(0)
     number = 0
     while True:
         raw = fh.readline(MAX_LINE_BYTES + 1)

@@ -51,7 +51,8 @@ class RunEvidence:
 
     @property
     def partial(self) -> bool:
-        return any(r.partial for r in self.runs)
+        runs = self.runs
+        return runs[0].partial if len(runs) == 1 else any(r.partial for r in runs)
 
     def started_text(self) -> str | None:
         if len(self.runs) == 1:

@@ -102,8 +102,8 @@ def _resolve_sku(evidence: Mapping[str, NodeEvidence], asked: str | None, asked_
     for ev in evidence.values():
         names: set[str] = set()
         for run in ev.latest_candidates():
-            names.update(r.sku for r in run.runs)
-            names.update(c.sku for c in run.checks)
+            names.update([r.sku for r in run.runs])
+            names.update([c.sku for c in run.checks])
         for name in names:
             by_sku.setdefault(name, []).append(ev.node)
     if asked is not None:
