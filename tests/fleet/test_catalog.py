@@ -24,7 +24,7 @@ REQUIRED = {
     "azure": {"Standard_ND96isr_H100_v5", "Standard_ND96isr_H200_v5"},
     "onprem": {"hgx-h100-8", "hgx-h200-8", "hgx-b200-8", "cpu"},
 }
-# (accelerators per node, fabric NICs, Gb/s per NIC) from shared/reference/accelerators.md
+# (accelerators per node, fabric NICs, Gb/s per NIC) as the clouds' instance documentation publishes them
 PUBLISHED = {
     "p4d.24xlarge": (8, 4, 100),
     "p5.48xlarge": (8, 32, 100),
