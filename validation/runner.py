@@ -22,6 +22,7 @@ from outside, and appends a record as each check ends (docs/results.md).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import multiprocessing as mp
@@ -29,9 +30,10 @@ import os
 import re
 import signal
 import socket
+import stat
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -180,7 +182,29 @@ def run_burnin(opts: RunOptions, observer: Observer | None = None) -> RunSummary
     except OSError as exc:
         raise OutputError(f"{opts.out_dir}: cannot create it ({_why(exc)})", during_run=False) from None
     with hold_results(path):
+        # The folder may be shared or prepared by someone else: write only through entries that
+        # are what they seem, never through a link that points outside it.
+        _require_kind(path, stat.S_ISREG, "a regular file")
+        _require_kind(path.with_name(path.name + ".prev"), stat.S_ISREG, "a regular file")
+        if opts.keep_raw:
+            _require_kind(opts.out_dir / f"{opts.node}.raw", stat.S_ISDIR, "a folder")
         return _run_locked(opts, observer, registry, path, only, t_start)
+
+
+def _require_kind(path: Path, is_kind: Callable[[int], bool], kind: str) -> None:
+    """OutputError when `path` exists (even as a dangling link) and is not `kind` itself."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot inspect it ({_why(exc)})", during_run=False) from None
+    if not is_kind(mode):
+        what = "a symbolic link" if stat.S_ISLNK(mode) else "not " + kind
+        raise OutputError(
+            f"{path}: is {what}; the burn-in writes only {kind} of its own here: move it away",
+            during_run=False,
+        )
 
 
 def _run_locked(
@@ -272,10 +296,18 @@ def hold_results(results: Path) -> Iterator[None]:
     """
     path = lock_path(results)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # NOFOLLOW: a planted link must not make root create or truncate a file elsewhere;
+        # NONBLOCK: a planted FIFO must not hang the open.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(
+                f"{path}: the lock file is a symbolic link; move it away", during_run=False
+            ) from None
         raise OutputError(f"{path}: cannot create the lock file ({_why(exc)})", during_run=False) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(f"{path}: the lock file is not a regular file; move it away", during_run=False)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

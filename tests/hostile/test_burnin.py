@@ -165,6 +165,66 @@ def test_a_disk_that_fills_mid_run_keeps_every_fsynced_record(
     assert [c.check for c in kept.checks] == ["inventory"] and len(kept.runs) == 1 and not kept.bad_lines
 
 
+# -- entries planted in the output folder -------------------------------------------------------
+
+
+def _plant(kind: str, out: Path, outside: Path) -> Path:
+    """Put a hostile entry where the burn-in writes; returns the file it must never touch."""
+    out.mkdir(parents=True, exist_ok=True)
+    victim = outside / "victim"
+    victim.write_text("precious\n")
+    if kind == "results-link":
+        (out / "n1.jsonl").symlink_to(victim)
+    elif kind == "dangling-results-link":
+        victim.unlink()
+        (out / "n1.jsonl").symlink_to(victim)
+    elif kind == "lock-link":
+        (out / "n1.jsonl.lock").symlink_to(victim)
+    elif kind == "prev-link":
+        (out / "n1.jsonl").write_text("{}\n")
+        (out / "n1.jsonl.prev").symlink_to(victim)
+    elif kind == "raw-link":
+        (out / "n1.raw").symlink_to(outside)
+    elif kind == "results-fifo":
+        os.mkfifo(out / "n1.jsonl")
+    elif kind == "lock-fifo":
+        os.mkfifo(out / "n1.jsonl.lock")
+    elif kind == "results-dir":
+        (out / "n1.jsonl").mkdir()
+    return victim
+
+
+PLANTED = [
+    "results-link",
+    "dangling-results-link",
+    "lock-link",
+    "prev-link",
+    "raw-link",
+    "results-fifo",
+    "lock-fifo",
+    "results-dir",
+]
+
+
+@pytest.mark.parametrize("resume", [False, True], ids=["new-run", "resume"])
+@pytest.mark.parametrize("kind", PLANTED)
+def test_planted_links_and_special_files_in_out_are_refused(
+    cli: Callable[..., Any], tmp_path: Path, kind: str, resume: bool
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = _plant(kind, tmp_path / "out", outside)
+    before_out, before_outside = tree(tmp_path / "out"), tree(outside)
+    before_victim = victim.read_bytes() if victim.exists() else None
+    got = cli("burnin", *CHEAP, *(["--resume"] if resume else []), "--out", tmp_path / "out", "--node", "n1")
+    assert got.code == exitcodes.CANT_CREATE and one_line(got.err)
+    assert "move it away" in got.err
+    # Nothing written through the link, nothing created or truncated outside --out.
+    assert tree(outside) == before_outside
+    assert (victim.read_bytes() if victim.exists() else None) == before_victim
+    assert tree(tmp_path / "out") - before_out <= {"n1.jsonl.lock"}
+
+
 # -- node names -------------------------------------------------------------------------------
 
 HOSTILE_NODES = [
