@@ -16,6 +16,8 @@ from outside, and appends a record as each check ends (docs/results.md).
   reads the file until its last record; a second run on the same file stops at once (RunBusy).
   The kernel drops the lock when the holder dies, so a crash never leaves the file locked.
 - Output faults stop the run closed (OutputError): what was fsynced stays, nothing is guessed.
+- Entries the run writes through (results, .prev, .raw, lock) must be what they seem: a planted
+  symbolic link, FIFO or folder is refused, so a root burn-in never writes outside its folder.
 - The forkserver preloads the caller's `__main__`: a script that calls `run_burnin` needs the usual
   multiprocessing `if __name__ == "__main__":` guard (the `fleetforge` command has it).
 """
