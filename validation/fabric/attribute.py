@@ -1,0 +1,210 @@
+"""Attribution: which host, or which link, made the pairs of a fabric stage slow or fail.
+
+Each pair is judged against the fleet's pairs, robustly, with the gate's outlier rule: slow when
+below the median of completed pairs by more than k x MAD *and* by more than a fraction of the
+median (so a tight fleet's 5 % noise is not a fault), or below the SKU's absolute floor when one is
+given. A pair that did not complete (timeout, rendezvous error) is bad whatever the numbers say.
+
+Then, per host, with its partners as witnesses:
+- a host bad with every partner (two at least), one of whom is fast with someone else, is guilty:
+  its partners are proven healthy, so the fault is on its side. All-failed reads as unreachable.
+- a pair bad only together is a suspect link: both hosts named, neither rejected, unless a host
+  keeps turning up in suspect links (with two or more different partners): the fault repeats
+  on its side, and it is guilty too.
+- a host bad only with partners that are bad everywhere has no healthy witness: inconclusive (rerun
+  it with a healthy partner); likewise a host in no measured pair at all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+import numpy as np
+
+from validation.fabric.model import (
+    Attribution,
+    HostFigures,
+    HostFinding,
+    HostKind,
+    JudgedPair,
+    LinkFinding,
+    Pair,
+    PairResult,
+    SlowRule,
+    Verdict,
+)
+from validation.gate.model import MAD_SCALE, natural_key
+
+DEFAULT_MAD_K = 4.0
+DEFAULT_MIN_RELATIVE_MARGIN = 0.05
+MIN_PAIRS_FOR_STATS = 3  # fewer completed pairs: no fleet-relative rule, the floor alone
+MIN_PARTNERS_FOR_GUILT = 2  # with one partner, host and link cannot be told apart
+REPEATED_LINKS_FOR_GUILT = 2
+
+
+class AttributionInputError(ValueError):
+    """The measurements name hosts that were not listed, or list a host twice."""
+
+
+def slow_rule(
+    busbw: Sequence[float],
+    *,
+    mad_k: float = DEFAULT_MAD_K,
+    min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN,
+    floor_gbps: float | None = None,
+    min_pairs: int = MIN_PAIRS_FOR_STATS,
+) -> SlowRule:
+    """The limit a completed pair must reach, from the fleet's completed pairs and the floor."""
+    notes: list[str] = []
+    if len(busbw) < min_pairs:
+        notes.append(f"{len(busbw)} completed pair(s), fewer than {min_pairs}: relative rule not applied")
+        return SlowRule(None, None, None, floor_gbps, mad_k, min_relative_margin, tuple(notes))
+    values = np.asarray(busbw, dtype=float)
+    median = float(np.median(values))
+    mad = float(np.median(np.abs(values - median))) * MAD_SCALE
+    if median <= 0:
+        notes.append("median busbw is 0: no scale for a relative rule")
+        return SlowRule(median, mad, None, floor_gbps, mad_k, min_relative_margin, tuple(notes))
+    relative = min(median - mad_k * mad, median * (1 - min_relative_margin))
+    return SlowRule(median, mad, relative, floor_gbps, mad_k, min_relative_margin, tuple(notes))
+
+
+def _verdict(result: PairResult, rule: SlowRule) -> Verdict:
+    if result.busbw_gbps is None:
+        return "failed"
+    limit = rule.limit_gbps
+    return "slow" if limit is not None and result.busbw_gbps < limit else "ok"
+
+
+def _check_hosts(hosts: Sequence[str], results: Iterable[PairResult]) -> None:
+    twice = sorted((h for h, n in Counter(hosts).items() if n > 1), key=natural_key)
+    if twice:
+        raise AttributionInputError(f"host listed twice: {twice[0]!r}")
+    known = set(hosts)
+    for r in results:
+        for h in (r.pair.a, r.pair.b):
+            if h not in known:
+                raise AttributionInputError(f"pair {r.pair.a!r}-{r.pair.b!r} names an unlisted host {h!r}")
+
+
+def attribute(
+    hosts: Sequence[str],
+    results: Sequence[PairResult],
+    *,
+    mad_k: float = DEFAULT_MAD_K,
+    min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN,
+    floor_gbps: float | None = None,
+) -> Attribution:
+    """Judge every pair, then name the guilty hosts, suspect links and inconclusive hosts."""
+    _check_hosts(hosts, results)
+    ordered = tuple(sorted(hosts, key=natural_key))
+    rule = slow_rule(
+        [r.busbw_gbps for r in results if r.busbw_gbps is not None],
+        mad_k=mad_k,
+        min_relative_margin=min_relative_margin,
+        floor_gbps=floor_gbps,
+    )
+    judged = tuple(JudgedPair(r, _verdict(r, rule)) for r in results)
+    # host -> partner -> every measurement of that pair (a pair may be measured in several runs)
+    table: dict[str, dict[str, list[JudgedPair]]] = {h: {} for h in ordered}
+    for j in judged:
+        p = j.result.pair
+        table[p.a].setdefault(p.b, []).append(j)
+        table[p.b].setdefault(p.a, []).append(j)
+
+    def bad_with(host: str, partner: str) -> bool:
+        # Fail closed: one bad measurement of a pair makes the pair bad.
+        return any(j.bad for j in table[host][partner])
+
+    # A witness is fast with at least one partner: its own side of the fabric is proven healthy.
+    witnesses = {h for h in ordered if any(not bad_with(h, p) for p in table[h])}
+    guilty: dict[str, HostFinding] = {}
+    inconclusive: dict[str, HostFinding] = {}
+    for h in ordered:
+        partners = table[h]
+        if not partners:
+            inconclusive[h] = HostFinding(h, "not_measured", "in no measured pair: never measured", ())
+            continue
+        if h in witnesses or len(partners) < MIN_PARTNERS_FOR_GUILT:
+            continue
+        evidence = _evidence(table, h)
+        shown = "; ".join(e.describe(h) for e in evidence)
+        if any(p in witnesses for p in partners):
+            failed = all(e.verdict == "failed" for e in evidence)
+            kind: HostKind = "failed_with_every_partner" if failed else "slow_with_every_partner"
+            word = "failed" if failed else "bad"
+            reason = f"{word} with every partner ({len(partners)} of {len(partners)}): {shown}"
+            guilty[h] = HostFinding(h, kind, reason + _limit_note(rule), evidence)
+        else:
+            reason = (
+                f"bad only with partners that are bad with everyone: {shown}; rerun with a healthy partner"
+            )
+            inconclusive[h] = HostFinding(h, "bad_only_with_bad_partners", reason, evidence)
+
+    explained = set(guilty) | set(inconclusive)
+    links = _bad_pairs(table, bad_with, explained)
+    # A host whose side keeps failing with different, otherwise healthy, partners is guilty.
+    link_partners: dict[str, set[str]] = {}
+    for pair in links:
+        link_partners.setdefault(pair.a, set()).add(pair.b)
+        link_partners.setdefault(pair.b, set()).add(pair.a)
+    for h in ordered:
+        bad = link_partners.get(h, set())
+        if len(bad) >= REPEATED_LINKS_FOR_GUILT:
+            evidence = tuple(j for p in sorted(bad, key=natural_key) for j in table[h][p] if j.bad)
+            shown = "; ".join(e.describe(h) for e in evidence)
+            reason = f"bad with {len(bad)} of {len(table[h])} partners, each fast with others: {shown}"
+            guilty[h] = HostFinding(h, "repeated_links", reason + _limit_note(rule), evidence)
+    suspect = tuple(
+        LinkFinding(pair, tuple(j for j in table[pair.a][pair.b] if j.bad))
+        for pair in links
+        if pair.a not in guilty and pair.b not in guilty
+    )
+    return Attribution(
+        hosts=ordered,
+        rule=rule,
+        pairs=judged,
+        guilty=tuple(guilty[h] for h in ordered if h in guilty),
+        suspect_links=suspect,
+        inconclusive=tuple(inconclusive[h] for h in ordered if h in inconclusive),
+        figures={h: _figures(h, table[h]) for h in ordered},
+    )
+
+
+def _evidence(table: dict[str, dict[str, list[JudgedPair]]], host: str) -> tuple[JudgedPair, ...]:
+    return tuple(j for p in sorted(table[host], key=natural_key) for j in table[host][p])
+
+
+def _limit_note(rule: SlowRule) -> str:
+    limit = rule.limit_gbps
+    return "" if limit is None else f" (limit {limit:.4g} GB/s)"
+
+
+def _bad_pairs(
+    table: dict[str, dict[str, list[JudgedPair]]],
+    bad_with: Callable[[str, str], bool],
+    explained: Collection[str],
+) -> list[Pair]:
+    """Bad pairs neither of whose hosts is already explained (guilty or inconclusive)."""
+    found: list[Pair] = []
+    for h, partners in table.items():
+        for p in partners:
+            pair = Pair.of(h, p)
+            if pair.a == h and bad_with(h, p) and h not in explained and p not in explained:
+                found.append(pair)
+    return sorted(found, key=lambda x: (natural_key(x.a), natural_key(x.b)))
+
+
+def _figures(host: str, partners: dict[str, list[JudgedPair]]) -> HostFigures:
+    measured = [j for js in partners.values() for j in js]
+    values = [j.result.busbw_gbps for j in measured if j.result.busbw_gbps is not None]
+    return HostFigures(
+        host=host,
+        partners=len(partners),
+        completed=len(values),
+        failed=len(measured) - len(values),
+        best_gbps=max(values) if values else None,
+        median_gbps=float(np.median(values)) if values else None,
+        worst_gbps=min(values) if values else None,
+    )
