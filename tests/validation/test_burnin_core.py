@@ -137,6 +137,7 @@ def test_product_levels_cover_every_check_with_timeouts() -> None:
     assert names == [
         "inventory",
         "health",
+        "dcgm_diag",
         "compute",
         "memory",
         "host_device",
@@ -146,8 +147,10 @@ def test_product_levels_cover_every_check_with_timeouts() -> None:
         "stress",
         "efficiency",
     ]
-    for level in ("quick", "standard", "extended"):
+    for level in ("standard", "extended"):
         assert [c.name for c in REGISTRY.for_level(level)] == names
+    # dcgm_diag runs DCGM's level 2 and 3 diagnostics: standard and extended only.
+    assert [c.name for c in REGISTRY.for_level("quick")] == [n for n in names if n != "dcgm_diag"]
     stress = REGISTRY.get("stress")
     assert (
         stress.level_params["quick"]["seconds"]
