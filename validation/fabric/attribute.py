@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -70,6 +71,36 @@ def slow_rule(
     return SlowRule(median, mad, relative, floor_gbps, mad_k, min_relative_margin, tuple(notes))
 
 
+def reference_pairs(
+    results: Sequence[PairResult],
+    *,
+    mad_k: float = DEFAULT_MAD_K,
+    min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN,
+) -> tuple[list[float], set[str]]:
+    """The completed pairs the fleet's median and MAD come from, and the hosts left out of them.
+
+    Every bad host spoils all of its pairs, so bad pairs outnumber bad hosts about two to one and
+    a pair median breaks down once some 30 % of hosts are bad. Judged by its best pair instead,
+    a host is an outlier only when slow with everyone, which keeps the 50 % breakdown of a median
+    over hosts; hosts that are outliers on that figure are left out of the pair statistics.
+    """
+    completed = [(r.pair, r.busbw_gbps) for r in results if r.busbw_gbps is not None]
+    values = [v for _, v in completed]
+    best: dict[str, float] = {}
+    for pair, v in completed:
+        for h in (pair.a, pair.b):
+            best[h] = max(best.get(h, 0.0), v)
+    host_rule = slow_rule(list(best.values()), mad_k=mad_k, min_relative_margin=min_relative_margin)
+    limit = host_rule.relative_limit_gbps
+    if limit is None:
+        return values, set()
+    slow_hosts = {h for h, v in best.items() if v < limit}
+    kept = [v for pair, v in completed if pair.a not in slow_hosts and pair.b not in slow_hosts]
+    if len(kept) < MIN_PAIRS_FOR_STATS:
+        return values, set()
+    return kept, slow_hosts
+
+
 def _verdict(result: PairResult, rule: SlowRule) -> Verdict:
     if result.busbw_gbps is None:
         return "failed"
@@ -99,12 +130,12 @@ def attribute(
     """Judge every pair, then name the guilty hosts, suspect links and inconclusive hosts."""
     _check_hosts(hosts, results)
     ordered = tuple(sorted(hosts, key=natural_key))
-    rule = slow_rule(
-        [r.busbw_gbps for r in results if r.busbw_gbps is not None],
-        mad_k=mad_k,
-        min_relative_margin=min_relative_margin,
-        floor_gbps=floor_gbps,
-    )
+    reference, left_out = reference_pairs(results, mad_k=mad_k, min_relative_margin=min_relative_margin)
+    rule = slow_rule(reference, mad_k=mad_k, min_relative_margin=min_relative_margin, floor_gbps=floor_gbps)
+    if left_out:
+        shown = ", ".join(sorted(left_out, key=natural_key)[:10]) + (" ..." if len(left_out) > 10 else "")
+        note = f"statistics from {len(reference)} completed pairs without far-slow hosts ({shown})"
+        rule = replace(rule, notes=(*rule.notes, note))
     judged = tuple(JudgedPair(r, _verdict(r, rule)) for r in results)
     # host -> partner -> every measurement of that pair (a pair may be measured in several runs)
     table: dict[str, dict[str, list[JudgedPair]]] = {h: {} for h in ordered}

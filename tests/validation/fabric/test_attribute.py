@@ -1,0 +1,186 @@
+"""Attribution on synthetic fleets: the guilty host, the suspect link, failures, and noise that
+must reject nobody. Measurements come from the simulated fabric run round by round through the
+real schedule, with a seeded RNG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from validation.fabric import (
+    HOST_METRIC,
+    AttributionInputError,
+    Pair,
+    PairResult,
+    attribute,
+    pairing_schedule,
+)
+from validation.fabric.model import Attribution
+from validation.fabric.simulate import SimulatedFabric
+from validation.fabric.stage import merge_results, run_schedule
+
+NOMINAL = 40.0
+
+
+def hosts(n: int) -> list[str]:
+    return [f"node{i}" for i in range(1, n + 1)]
+
+
+def stage(
+    n: int,
+    *,
+    seed: int,
+    bad: dict[str, float] | None = None,
+    links: dict[Pair, float] | None = None,
+    dead: frozenset[str] = frozenset(),
+    noise: float = 0.05,
+    rounds: int = 3,
+) -> Attribution:
+    fabric = SimulatedFabric(NOMINAL, np.random.default_rng(seed), noise, bad or {}, links or {}, dead)
+    names = hosts(n)
+    run = run_schedule(pairing_schedule(names, rounds=rounds, seed=seed), fabric)
+    assert not run.notes
+    return attribute(names, run.results)
+
+
+def linked(a: Attribution) -> set[str]:
+    return {h for f in a.suspect_links for h in (f.pair.a, f.pair.b)}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_bad_host_in_64(seed: int) -> None:
+    a = stage(64, seed=seed, bad={"node17": 0.1})
+    assert a.guilty_hosts == ("node17",)
+    assert a.guilty[0].kind == "slow_with_every_partner"
+    evidence = a.guilty[0].evidence
+    assert len(evidence) == 3 and all("node17" in e.result.pair and e.verdict == "slow" for e in evidence)
+    assert not a.suspect_links and not a.inconclusive
+    # The partners of the bad host keep healthy per-host figures; the bad host does not.
+    metrics = a.host_metrics()
+    assert metrics["node17"][HOST_METRIC] < NOMINAL * 0.2
+    assert min(v[HOST_METRIC] for h, v in metrics.items() if h != "node17") > NOMINAL * 0.8
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_three_bad_hosts_in_256(seed: int) -> None:
+    bad = {"node3": 0.1, "node128": 0.5, "node255": 0.3}
+    a = stage(256, seed=seed, bad=bad)
+    assert set(a.guilty_hosts) == set(bad)
+    assert not a.inconclusive
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_one_bad_link_names_both_and_rejects_neither(seed: int) -> None:
+    schedule = pairing_schedule(hosts(64), seed=seed)
+    link = schedule.rounds[1].pairs[5]
+    a = stage(64, seed=seed, links={link: 0.2})
+    assert a.guilty == ()
+    assert [f.pair for f in a.suspect_links] == [link]
+    assert not a.suspect_links[0].repeated
+
+
+@pytest.mark.parametrize("n", [64, 256, 1024])
+@pytest.mark.parametrize("seed", range(3))
+def test_noise_of_five_percent_rejects_no_one(n: int, seed: int) -> None:
+    a = stage(n, seed=seed)
+    assert a.guilty == () and a.inconclusive == ()
+    # A stray slow pair could only ever be a suspect link, never a rejection.
+    assert len(a.suspect_links) <= 1
+
+
+def test_dead_host_is_guilty_and_its_partners_are_not() -> None:
+    a = stage(16, seed=1, dead=frozenset({"node5"}))
+    assert a.guilty_hosts == ("node5",)
+    assert a.guilty[0].kind == "failed_with_every_partner"
+    assert "host unreachable" in a.guilty[0].reason
+    assert not a.suspect_links and not a.inconclusive
+    assert HOST_METRIC not in a.host_metrics()["node5"]  # nothing measured: the gate fails it closed
+
+
+def test_host_slow_with_two_of_three_partners_repeats_and_is_guilty() -> None:
+    schedule = pairing_schedule(hosts(32), seed=3)
+    (p1,), (p2,) = ([p for p in r.pairs if "node9" in p] for r in schedule.rounds[:2])
+    a = stage(32, seed=3, links={p1: 0.2, p2: 0.2})
+    assert a.guilty_hosts == ("node9",)
+    assert a.guilty[0].kind == "repeated_links"
+    assert a.suspect_links == ()
+
+
+def test_pair_of_two_hosts_cannot_be_split_so_it_is_a_link() -> None:
+    results = [PairResult(Pair.of("a", "b"), 5.0)]
+    a = attribute(["a", "b"], results, floor_gbps=10.0)
+    assert a.guilty == () and [f.pair for f in a.suspect_links] == [Pair("a", "b")]
+    assert "relative rule not applied" in a.rule.notes[0]
+
+
+def test_host_bad_only_with_bad_partners_is_inconclusive_not_guilty() -> None:
+    # x met only y and z; y and z are bad with everyone, so nobody vouches for x's side.
+    res = [
+        PairResult(Pair.of("x", "y"), 1.0),
+        PairResult(Pair.of("x", "z"), 1.0),
+        PairResult(Pair.of("y", "w1"), 1.0),
+        PairResult(Pair.of("z", "w2"), 1.0),
+        *(PairResult(Pair.of(f"w{i}", f"w{i + 1}"), 40.0) for i in range(1, 8)),
+    ]
+    a = attribute(["x", "y", "z", *(f"w{i}" for i in range(1, 9))], res)
+    assert set(a.guilty_hosts) == {"y", "z"}
+    assert [f.host for f in a.inconclusive] == ["x"]
+    assert a.inconclusive[0].kind == "bad_only_with_bad_partners"
+
+
+def test_unmeasured_host_is_inconclusive() -> None:
+    a = attribute(["a", "b", "c"], [PairResult(Pair.of("a", "b"), 10.0)])
+    assert [(f.host, f.kind) for f in a.inconclusive] == [("c", "not_measured")]
+    assert not a.clean
+
+
+def test_floor_catches_a_fleet_that_is_uniformly_slow() -> None:
+    rng = np.random.default_rng(0)
+    fabric = SimulatedFabric(NOMINAL, rng, 0.05, {"node4": 0.1})
+    run = run_schedule(pairing_schedule(hosts(8)), fabric)
+    assert attribute(hosts(8), run.results, floor_gbps=50.0).clean is False
+    assert attribute(hosts(8), run.results).guilty_hosts == ("node4",)
+
+
+def test_unlisted_host_and_duplicates_are_refused() -> None:
+    with pytest.raises(AttributionInputError, match="unlisted host 'c'"):
+        attribute(["a", "b"], [PairResult(Pair.of("a", "c"), 1.0)])
+    with pytest.raises(AttributionInputError, match="listed twice"):
+        attribute(["a", "a"], [])
+    with pytest.raises(ValueError, match="itself"):
+        Pair.of("a", "a")
+    with pytest.raises(ValueError, match="finite"):
+        PairResult(Pair.of("a", "b"), float("nan"))
+
+
+def test_rerun_replaces_earlier_measurements_of_the_same_pair() -> None:
+    p, q = Pair.of("a", "b"), Pair.of("c", "d")
+    merged = merge_results([PairResult(p, 1.0), PairResult(q, 9.0)], [PairResult(p, 10.0)])
+    assert sorted((r.pair, r.busbw_gbps) for r in merged) == [(p, 10.0), (q, 9.0)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(min_value=8, max_value=200),
+    seed=st.integers(0, 2**32),
+    bad_count=st.integers(min_value=0, max_value=3),
+    factor=st.floats(min_value=0.05, max_value=0.6),
+)
+def test_property_bad_hosts_found_and_only_them(n: int, seed: int, bad_count: int, factor: float) -> None:
+    rng = np.random.default_rng(seed)
+    bad = {f"node{int(i) + 1}": factor for i in rng.choice(n, size=bad_count, replace=False)}
+    a = stage(n, seed=seed, bad=bad)
+    guilty, unsure = set(a.guilty_hosts), {f.host for f in a.inconclusive}
+    assert guilty <= set(bad), f"healthy host rejected: {guilty - set(bad)}"
+    # A bad host whose every partner was bad too (rare, small fleets) is inconclusive, never missed.
+    assert set(bad) <= guilty | unsure
+
+
+def test_a_quarter_of_hosts_bad_still_found() -> None:
+    # 2 bad hosts in 8 spoil about half the pairs: a median over pairs alone breaks down here, so the
+    # statistics leave out hosts slow with everyone (found by Hypothesis: n=8, seed=0, factor 0.5).
+    a = stage(8, seed=0, bad={"node6": 0.5, "node8": 0.5})
+    assert set(a.guilty_hosts) == {"node6", "node8"}
+    assert any("without far-slow hosts" in n for n in a.rule.notes)
