@@ -60,14 +60,16 @@ def test_a_spec_field_holding_jinja_is_refused_and_nothing_is_written(
     assert tree(tmp_path) == before
 
 
-def test_the_written_spec_inventory_is_data_to_ansible(cli: Any, tmp_path: Path, canary: Canary) -> None:
-    # What the spec allows is still written !unsafe: a `{`-free value cannot template, yet the
-    # tag is the guarantee, not the grammar. Ansible reads every value back as written.
+def test_the_written_spec_inventory_is_plain_yaml_ansible_reads_as_written(cli: Any, tmp_path: Path) -> None:
+    # Values the spec allows hold no '{': written plain, readable by any YAML reader, and
+    # Ansible renders them to exactly what the spec says.
     run = cli("inventory", EXAMPLES / "onprem-hgx-h100.yaml", "-o", tmp_path / "inv.yml")
     assert run.code == exitcodes.OK, run.err
-    text = (tmp_path / "inv.yml").read_text()
-    assert "ansible_host: !unsafe '10.1.0.12'" in text
-    assert ansible_hostvars(tmp_path / "inv.yml")["gpu02"]["ansible_host"] == "10.1.0.12"
+    assert tree(tmp_path) == {"inv.yml"}
+    doc = yaml.safe_load((tmp_path / "inv.yml").read_text())
+    assert doc["all"]["hosts"]["gpu02"]["ansible_host"] == "10.1.0.12"
+    rendered = ansible_hostvars(tmp_path / "inv.yml")["gpu02"]
+    assert (rendered["ansible_host"], rendered["lustre_client_mount_point"]) == ("10.1.0.12", "/lustre")
 
 
 # --------------------------------------------------------------------------- --stack-outputs

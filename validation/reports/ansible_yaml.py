@@ -2,9 +2,11 @@
 
 Ansible renders every string of an inventory or vars file as Jinja when it is used, so a node
 name, a reject reason or a spec field holding `{{ lookup('pipe', ...) }}` would run a command on
-the controller. Strings fleetforge writes are tagged `!unsafe` (Ansible then never templates
-them); host names, which are YAML keys and cannot carry a tag, are checked against a character
-set in which no template, range pattern (`node[1:9]`) or `host:port` can be spelled.
+the controller. Strings fleetforge writes are Unsafe: one that holds a '{' is tagged `!unsafe`
+(Ansible then never templates it); one without cannot start a template (Jinja starts only at
+'{{', '{%' or '{#') and is written plain, so a file without hostile values stays readable by any
+YAML reader. Host names are YAML keys and cannot carry a tag: they are checked against a
+character set in which no template, range pattern (`node[1:9]`) or `host:port` can be spelled.
 
 `load` reads such files back (PyYAML's safe loader refuses the tag), keeping the tag, so a file
 updated by fleetforge keeps what it wrote unsafe and what the operator wrote as it was.
@@ -54,11 +56,9 @@ class _Dumper(yaml.SafeDumper):
 
 def _represent_unsafe(dumper: yaml.SafeDumper, data: Unsafe) -> yaml.ScalarNode:
     text = str(data)
-    # Ansible resolves the scalar under `!unsafe` as if it were plain, quotes or not: '570' would
-    # come back as the number 570 and 'yes' as true. A string that reads as another type holds
-    # no '{' or '%' and so no template: it is written as a quoted plain string instead.
-    implicit: str = dumper.resolve(yaml.ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
-    if implicit != "tag:yaml.org,2002:str":
+    # Jinja only starts at '{{', '{%' or '{#': a string without '{' is never templated and is
+    # written plain, so every other YAML reader (a job launcher's yaml.safe_load) keeps working.
+    if "{" not in text:
         return dumper.represent_str(text)
     return dumper.represent_scalar(UNSAFE_TAG, text, style="'")
 
