@@ -8,6 +8,7 @@ inventory was written, runs the real Ansible over it: the canary proves nothing 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -206,3 +207,20 @@ def test_a_fleet_run_inventory_host_that_is_not_a_plain_name_exits_65(
     assert run.code == exitcodes.DATA, run.err
     assert "not allowed" in run.err and len(run.err.strip().splitlines()) == 1
     assert tree(tmp_path) == {"hosts.yml"}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_hosts_inventory_that_is_not_a_file_is_one_line_never_a_hang(
+    cli: Any, tmp_path: Path, kind: str
+) -> None:
+    results = results_with(tmp_path)
+    inv = tmp_path / "hosts.yml"
+    if kind == "fifo":
+        os.mkfifo(inv)
+    else:
+        inv.mkdir()
+    before = tree(tmp_path)
+    run = cli("gate", results, "--act", "inventory", "--hosts-inventory", inv)
+    assert run.code == exitcodes.DATA, run.err
+    assert "not a regular file" in run.err and len(run.err.strip().splitlines()) == 1
+    assert tree(tmp_path) == before

@@ -77,6 +77,9 @@ def _unwrap_unsafe(value: Any) -> Any:
 
 def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
     """Every host of a YAML inventory file with its merged vars."""
+    if path.exists() and not path.is_file():
+        # A FIFO would block the read forever; a folder needs ansible-inventory's merge.
+        raise InventoryError(str(path), "is not a regular file (give the YAML inventory file itself)")
     try:
         data = ansible_yaml.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

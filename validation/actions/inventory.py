@@ -125,6 +125,8 @@ class InventoryGroup(Action):
 
 
 def _load(path: Path) -> dict[str, Any]:
+    if path.exists() and not path.is_file():
+        raise InventoryFormatError(f"{path} is not a regular file")  # a FIFO would block the read
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
