@@ -23,6 +23,7 @@ COMMANDS = (
     "fleetforge.commands.burnin",
     "fleetforge.commands.inventory",
     "fleetforge.commands.fleet",
+    "fleetforge.commands.fabric",
 )
 
 app = typer.Typer(

@@ -166,7 +166,8 @@ def attribute(
             kind: HostKind = "failed_with_every_partner" if failed else "slow_with_every_partner"
             word = "failed" if failed else "bad"
             reason = f"{word} with every partner ({len(partners)} of {len(partners)}): {shown}"
-            guilty[h] = HostFinding(h, kind, reason + _limit_note(rule), evidence)
+            note = "" if failed else _limit_note(rule)
+            guilty[h] = HostFinding(h, kind, reason + note, evidence)
         else:
             reason = (
                 f"bad only with partners that are bad with everyone: {shown}; rerun with a healthy partner"
