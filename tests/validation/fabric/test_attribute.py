@@ -170,6 +170,9 @@ def test_rerun_replaces_earlier_measurements_of_the_same_pair() -> None:
 )
 def test_property_bad_hosts_found_and_only_them(n: int, seed: int, bad_count: int, factor: float) -> None:
     rng = np.random.default_rng(seed)
+    # Up to one host in eight: with more, bad pairs near a majority leave the fleet-relative rule
+    # no healthy centre (3 of 8 at half speed spoil 9 of 12 pairs) and the SKU floor must judge.
+    bad_count = min(bad_count, n // 8)
     bad = {f"node{int(i) + 1}": factor for i in rng.choice(n, size=bad_count, replace=False)}
     a = stage(n, seed=seed, bad=bad)
     guilty, unsure = set(a.guilty_hosts), {f.host for f in a.inconclusive}
