@@ -187,3 +187,16 @@ def test_a_quarter_of_hosts_bad_still_found() -> None:
     a = stage(8, seed=0, bad={"node6": 0.5, "node8": 0.5})
     assert set(a.guilty_hosts) == {"node6", "node8"}
     assert any("without far-slow hosts" in n for n in a.rule.notes)
+
+
+def test_small_fleet_noise_names_no_link() -> None:
+    # 8 hosts, 3 rounds, 5 % noise, one real bad link (node4-node7). A dozen pairs gave a MAD a third
+    # of the real spread, and a 5 % margin then named node6-node8 (-8 %, noise) a suspect link too.
+    measured = {
+        ("node1", "node2"): 25.43, ("node3", "node4"): 26.03, ("node5", "node7"): 25.41,
+        ("node6", "node8"): 23.37, ("node1", "node8"): 26.13, ("node2", "node3"): 25.56,
+        ("node4", "node7"): 4.87, ("node5", "node6"): 25.73, ("node1", "node5"): 25.46,
+        ("node2", "node4"): 25.37, ("node3", "node8"): 25.04, ("node6", "node7"): 25.68,
+    }  # fmt: skip
+    a = attribute(hosts(8), [PairResult(Pair.of(x, y), v) for (x, y), v in measured.items()])
+    assert [f.pair for f in a.suspect_links] == [Pair("node4", "node7")] and a.guilty == ()
