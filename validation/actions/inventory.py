@@ -72,7 +72,7 @@ class InventoryGroup(Action):
         )
 
     def apply(self, steps: Sequence[PlannedStep]) -> list[StepResult]:
-        # One write for the whole run: either every host is in the file or none is.
+        # One write for the whole run: every host that may move lands in it, or none does.
         for step in steps:
             if step.action != self.name:
                 raise ValueError(f"step for action {step.action!r} given to {self.name!r}")
