@@ -190,7 +190,7 @@ def attribute(
         if len(bad) >= REPEATED_LINKS_FOR_GUILT:
             evidence = tuple(j for p in sorted(bad, key=natural_key) for j in table[h][p] if j.bad)
             shown = "; ".join(e.describe(h) for e in evidence)
-            reason = f"bad with {len(bad)} of {len(table[h])} partners, each fast with others: {shown}"
+            reason = f"bad with {len(bad)} of {len(table[h])} partners, none of them guilty: {shown}"
             guilty[h] = HostFinding(h, "repeated_links", reason + _limit_note(rule), evidence)
     suspect = tuple(
         LinkFinding(pair, tuple(j for j in table[pair.a][pair.b] if j.bad))
