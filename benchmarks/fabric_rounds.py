@@ -242,7 +242,7 @@ def main() -> int:
         print(table(rows))
         print(
             "\nrounds: sequential all-reduce rounds incl. the whole-fleet run; runs: bisection's all-reduces "
-            "one at a time;\nrounds x / wall x: bisection / fabric; fabric ok: every bad host guilty (or the "
+            "one at a time;\nrounds x / wall x: bisection / fabric (n/a: bisection did not find it); fabric ok: every bad host guilty (or the "
             "bad link a suspect) and nobody else."
         )
     return 0 if all(r.fabric_found_all and r.fabric_false_rejects == 0 for r in rows) else 1
