@@ -2,8 +2,8 @@
 
 Each pair is judged against the fleet's pairs, robustly, with the gate's outlier rule: slow when
 below the median of completed pairs by more than k x MAD *and* by more than a fraction of the
-median (so a tight fleet's 5 % noise is not a fault), or below the SKU's absolute floor when one is
-given. A pair that did not complete (timeout, rendezvous error) is bad whatever the numbers say.
+median (so a tight fleet's 5 % noise is not a fault), always when more than 30 % below it (a small
+fleet's MAD can be inflated), or below the SKU's absolute floor when one is given. A pair that did not complete (timeout, rendezvous error) is bad whatever the numbers say.
 
 Then, per host, with its partners as witnesses:
 - a host bad with every partner (two at least), one of whom is fast with someone else, is guilty:
@@ -43,6 +43,10 @@ DEFAULT_MAD_K = 4.0
 # spread; with 5 % noise a 5 % margin named links from noise alone (8 hosts, 12 pairs). 15 % is
 # three standard deviations of that noise, and far above it sit the faults worth naming.
 DEFAULT_MIN_RELATIVE_MARGIN = 0.15
+# A pair this far below the median is slow whatever the MAD says: a dozen pairs can give a MAD
+# that is twice the real spread, and then k x MAD let a host at 60 % of the fleet pass. 30 % is six
+# standard deviations of 5 % noise, so no healthy pair reaches it.
+MAX_RELATIVE_MARGIN = 0.30
 MIN_PAIRS_FOR_STATS = 3  # fewer completed pairs: no fleet-relative rule, the floor alone
 MIN_PARTNERS_FOR_GUILT = 2  # with one partner, host and link cannot be told apart
 REPEATED_LINKS_FOR_GUILT = 2
@@ -71,7 +75,10 @@ def slow_rule(
     if median <= 0:
         notes.append("median busbw is 0: no scale for a relative rule")
         return SlowRule(median, mad, None, floor_gbps, mad_k, min_relative_margin, tuple(notes))
-    relative = min(median - mad_k * mad, median * (1 - min_relative_margin))
+    relative = max(
+        min(median - mad_k * mad, median * (1 - min_relative_margin)),
+        median * (1 - max(MAX_RELATIVE_MARGIN, min_relative_margin)),
+    )
     return SlowRule(median, mad, relative, floor_gbps, mad_k, min_relative_margin, tuple(notes))
 
 

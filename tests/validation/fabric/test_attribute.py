@@ -161,7 +161,16 @@ def test_rerun_replaces_earlier_measurements_of_the_same_pair() -> None:
     assert sorted((r.pair, r.busbw_gbps) for r in merged) == [(p, 10.0), (q, 9.0)]
 
 
-@settings(max_examples=25, deadline=None)
+def test_a_host_at_sixty_percent_is_found_when_a_small_fleet_inflates_the_mad() -> None:
+    # Found by the property below: 9 healthy pairs gave a MAD of 3.6 GB/s on a 39 GB/s median, so
+    # median - 4 x MAD let node8's three pairs at 24-25 GB/s pass as healthy.
+    a = stage(8, seed=32, bad={"node8": 0.6})
+    assert a.guilty_hosts == ("node8",)
+    assert not a.suspect_links
+
+
+# Derandomized: CI reruns the same examples; new seeds are explored by running with --hypothesis-seed.
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(
     n=st.integers(min_value=8, max_value=200),
     seed=st.integers(0, 2**32),
