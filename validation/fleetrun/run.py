@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import time
 import uuid
@@ -24,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fleet.atomic import write_atomic
 from validation.fleetrun.bundle import Bundle, build_bundle, source_root
 from validation.fleetrun.events import (
     BURNIN_TASK,
@@ -37,6 +39,7 @@ from validation.fleetrun.events import (
 )
 from validation.fleetrun.inventory import MissingAnsibleError, ansible_tool, list_hosts
 from validation.gate import Reason
+from validation.reports import ansible_yaml
 
 # Time for everything but the burn-in and the all-reduce: facts, installation, copies, fetches.
 _OVERHEAD_S = 900
@@ -187,7 +190,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             "total": time.perf_counter() - t0,
         },
     )
-    (out / "fleet-run.json").write_text(json.dumps(run.as_dict(), indent=2) + "\n")
+    write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
     return run
 
 
@@ -207,7 +210,7 @@ def _run_playbook(
         playbook=playbook.name,
         inventory=str(opts.inventory.resolve()),
         roles_path=[str(roles)],
-        extravars=dict(extravars),
+        cmdline=f"-e @{shlex.quote(str(write_extravars(private, extravars)))}",
         forks=opts.forks,
         envvars={**ansible_env(), "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
         quiet=True,
@@ -216,6 +219,15 @@ def _run_playbook(
         timeout=run_time_limit(opts),
         event_handler=_Progress(say),
     )
+
+
+def write_extravars(private: Path, extravars: Mapping[str, object]) -> Path:
+    """The role's variables as a file Ansible reads as data: extra vars are templated when used, and
+    ansible-runner's own extravars file drops `!unsafe`, so a path or --var value holding '{{' would
+    run on the controller. Every string is written Unsafe (tagged where it holds a '{')."""
+    path = private / "fleetforge-extravars.yml"
+    write_atomic(path, ansible_yaml.dump(ansible_yaml.unsafe_values(dict(extravars))))
+    return path
 
 
 def phase_seconds(events: Sequence[Mapping[str, Any]], task: str) -> float:
