@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -295,15 +297,15 @@ _fields = st.fixed_dictionaries(
 _lines = st.one_of(st.text(max_size=200), _fields.map(json.dumps), _json.map(lambda v: json.dumps(v)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None)
 @given(extra=st.lists(_lines, min_size=1, max_size=4))
-def test_any_line_in_a_results_file_never_crashes_the_gate(tmp_path: Path, extra: list[str]) -> None:
-    folder = tmp_path / "any"
-    write(folder, fleet(3))
-    with (folder / "node2.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
-        for line in extra:
-            fh.write(line.replace("\n", " ") + "\n")
-    result = decide([read_results(p) for p in sorted(folder.glob("*.jsonl"))])
+def test_any_line_in_a_results_file_never_crashes_the_gate(extra: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = write(Path(tmp), fleet(3))
+        with (folder / "node2.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
+            for line in extra:
+                fh.write(line.replace("\n", " ") + "\n")
+        result = decide([read_results(p) for p in sorted(folder.glob("*.jsonl"))])
     assert result.node("node1").accepted and result.node("node3").accepted  # node2's lines stay node2's
     assert result.outcome() in {"ok", "rejected", "incomplete"}
     json.dumps(result.as_dict(), allow_nan=False)  # whatever was read, the JSON document stays JSON
@@ -313,6 +315,7 @@ def test_any_line_in_a_results_file_never_crashes_the_gate(tmp_path: Path, extra
 @given(line=_lines)
 def test_any_line_through_the_cli_exits_with_a_documented_code(cli: Cli, tmp_path: Path, line: str) -> None:
     folder = tmp_path / "results"
+    shutil.rmtree(folder, ignore_errors=True)  # one fixture for every example: start each afresh
     write(folder, fleet(3))
     with (folder / "node3.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
         fh.write(line.replace("\n", " ") + "\n")

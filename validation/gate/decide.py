@@ -79,6 +79,9 @@ def decide(
     for report in reports:
         if report.bad_lines:
             line, problem = report.bad_lines[0]
+            if line == 0:  # the entry itself: a FIFO, a folder, a dangling symlink
+                notes.append(f"{report.path}: unreadable entry: {problem}")
+                continue
             notes.append(
                 f"{report.path}: {len(report.bad_lines)} unreadable line(s), first at line {line}: {problem}"
             )
