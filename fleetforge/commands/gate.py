@@ -86,8 +86,9 @@ def gate(
         Path | None,
         typer.Option(
             "--hosts-inventory",
-            help="With --act: Ansible inventory (YAML) whose host vars identify each node; the "
-            "`inventory` action adds its `rejected` group there.",
+            help="Ansible inventory (YAML) of the fleet: a node it does not list is rejected "
+            "(`unlisted`). With --act its host vars identify each node, and the `inventory` action "
+            "adds its `rejected` group there.",
         ),
     ] = None,
     azure_capacity: Annotated[
