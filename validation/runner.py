@@ -52,6 +52,7 @@ from validation.procutil import kill_group, pin_blas_threads
 from validation.records import (
     CheckRecord,
     Level,
+    NewerSchemaError,
     Record,
     ResultsWriter,
     RunRecord,
@@ -438,6 +439,8 @@ def _trim_partial_tail(path: Path) -> None:
         start = data.rfind(b"\n") + 1
         try:
             parse_line(data[start:].decode("utf-8"))
+        except NewerSchemaError:
+            fh.write(b"\n")  # whole, from a newer writer: not ours to cut
         except (ValueError, UnicodeDecodeError):
             fh.truncate(start)
         else:

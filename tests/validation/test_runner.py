@@ -31,6 +31,7 @@ from validation.runner import (
     RunSummary,
     _decode,
     _record,
+    _trim_partial_tail,
     run_burnin,
 )
 
@@ -256,6 +257,17 @@ def test_resume_keeps_a_whole_last_record_that_only_lacks_its_newline(tmp_path: 
     summary = run_burnin(opts(tmp_path, None, resume=True))  # type: ignore[arg-type]
     assert summary.runs == [] and summary.kept == ["ok", "ok2"]  # nothing cut, nothing rerun
     assert first.path.read_text() == text
+
+
+def test_a_whole_tail_line_from_a_newer_writer_is_never_cut(tmp_path: Path) -> None:
+    path = tmp_path / "n1.jsonl"
+    newer = '{"schema":"fleetforge.result/2","kind":"run","node":"n1"}'
+    path.write_text('{"half": ' + "\n" + newer)  # a cut line, then a newer writer's whole line
+    _trim_partial_tail(path)
+    assert path.read_text() == '{"half": ' + "\n" + newer + "\n"
+    path.write_text(newer + "\n" + '{"kind":"check","no')  # a line cut mid-write is cut
+    _trim_partial_tail(path)
+    assert path.read_text() == newer + "\n"
 
 
 def _start_slow_runner(out: Path, pidfile: Path) -> subprocess.Popen[bytes]:
