@@ -44,6 +44,7 @@ from fleet.metrics import METRICS
 from fleet.netpolicy import ssh_source_problem
 from fleet.network import vpc_range_problem
 from fleet.regions import location_problems
+from fleet.text import printable
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
 DnsName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
@@ -509,20 +510,13 @@ class SpecError(Exception):
     def render(self) -> str:
         # One problem is one line, so a log line or a CI annotation carries the whole reason.
         # Keys, paths and values come from the file: escaped, they cannot add lines or move the cursor.
-        source = _printable(self.source)
+        source = printable(self.source)
         if len(self.problems) == 1:
-            path, msg = (_printable(p) for p in self.problems[0])
+            path, msg = (printable(p) for p in self.problems[0])
             return f"{source}: {path + ': ' if path else ''}{msg}"
         lines = [f"{source}: {len(self.problems)} problem(s)"]
-        lines += [f"  {_printable(path) or '(top level)'}: {_printable(msg)}" for path, msg in self.problems]
+        lines += [f"  {printable(path) or '(top level)'}: {printable(msg)}" for path, msg in self.problems]
         return "\n".join(lines)
-
-
-def _printable(text: str) -> str:
-    """Text with control and other non-printable characters written as Python escapes."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def load_spec(path: str | Path) -> FleetSpec:

@@ -24,17 +24,10 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from fleet.text import printable
 from validation.records import CheckRecord
 
 STYLE = {"pass": "green", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
-
-
-def printable(text: str) -> str:
-    """`text` with every non-printable character (C0/C1 controls, newline, ESC, bidi overrides,
-    line and paragraph separators) written as its Python escape, so it shows as itself."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def summarize(record: CheckRecord, limit: int = 4) -> str:

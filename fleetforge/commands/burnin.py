@@ -66,7 +66,7 @@ def burnin(
     ] = None,
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""
-    from validation.progress import printable
+    from fleet.text import printable
     from validation.registry import UnknownCheckError
     from validation.runner import (
         OutputError,

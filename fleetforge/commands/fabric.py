@@ -21,13 +21,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from fleet.text import printable
 from fleetforge import exitcodes
 from fleetforge.console import fail, out, print_json
 from validation.fabric import DEFAULT_ROUNDS, Attribution, ScheduleError, attribute, pairing_schedule
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fabric.model import HostFinding, JudgedPair
 from validation.fabric.pairsfile import PairsFileError, load_pairs
-from validation.progress import printable
 
 fabric_app = typer.Typer(
     help="Pairwise fabric rounds: the pairing schedule, and which host or link was slow.",

@@ -26,10 +26,10 @@ from rich.text import Text
 
 from fleet.catalog import UnknownSkuError, all_skus, get_sku
 from fleet.spec import FleetSpec
+from fleet.text import printable
 from fleetforge import exitcodes
 from fleetforge.console import fail, load_spec_or_exit, out, print_json
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
-from validation.progress import printable
 from validation.records import BadLine, ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import pynvml
 import pytest
 
+from fleet.text import printable
 from tests.validation.burnin_fakes import FakeNvml, h100
 from tests.validation.burnin_helpers import ctx, fixture_text, materialize
 from validation.backends.base import Backend
@@ -19,7 +20,7 @@ from validation.models import model_matches
 from validation.outcome import CheckOutcome, floor_for, judge
 from validation.parsers import fio, kernlog, perftest, sysfs, throttle
 from validation.procutil import pin_blas_threads, usable_cpus
-from validation.progress import finished_line, printable
+from validation.progress import finished_line
 from validation.records import CheckRecord
 from validation.registry import Check, Raw, Registry, UnknownCheckError, load_registry
 from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku

@@ -18,9 +18,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
+from fleet.text import printable
 from validation.fabric.model import Pair, PairResult
 from validation.gate.model import natural_key
-from validation.progress import printable
 
 MAX_BYTES = 64 * 2**20  # 4,096 hosts x 3 rounds is about 300 KB; anything near this is not a pairs file
 _ROW_FIELDS = ("host_a", "host_b", "busbw_gbps", "reason")
