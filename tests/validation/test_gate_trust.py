@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fleet.catalog import get_sku
+from fleet.metrics import METRICS
 from fleet.spec import Host
 from tests.validation.gate_fixtures import (
     CHECKS,
@@ -19,6 +21,7 @@ from tests.validation.gate_fixtures import (
     write,
 )
 from validation.gate import FleetPlan, GateResult, GateSettings, decide
+from validation.gate.plausible import _bounds
 from validation.records import CheckRecord, Record, RunRecord, read_results
 
 
@@ -185,6 +188,16 @@ def test_values_no_hardware_produces_are_implausible(
     assert result.stats[metric].n == 4  # the value left the fleet statistics
     assert not any(r.rule == "missing" for r in result.node("node3").reasons)
     assert all(result.node(f"node{i}").accepted for i in (1, 2, 4, 5))
+
+
+def test_the_reference_ceiling_binds_hardware_skus_not_the_generic_cpu_sku() -> None:
+    # Found end to end: a healthy 2-core test host's gloo all-reduce measured 8.89 GB/s, ten times
+    # the cpu SKU's reference from a busier machine, and was rejected as implausible.
+    metrics = dict(METRICS)
+    (cpu,) = _bounds(["allreduce_busbw_gbps"], metrics, get_sku("cpu"))
+    assert cpu.high == float("inf")
+    (gpu,) = _bounds(["allreduce_busbw_gbps"], metrics, get_sku("p5.48xlarge"))
+    assert gpu.high == pytest.approx(10 * get_sku("p5.48xlarge").reference["allreduce_busbw_gbps"].value)
 
 
 def test_a_pass_carrying_a_raised_fault_counter_is_implausible() -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fleet.catalog import Sku
+from fleet.catalog import ReferenceFigure, Sku
 from fleet.metrics import Metric
 from validation.gate.model import NodeVerdict, Reason
 
@@ -58,11 +58,19 @@ def _bounds(names: Sequence[str], vocabulary: Mapping[str, Metric], sku: Sku | N
         if metric is not None and metric.unit == "ratio":
             high, what = RATIO_MAX, f"a ratio is at most {RATIO_MAX:g}"
         ref = references.get(name)
-        if ref is not None and ref.value * CEILING_FACTOR < high:
+        if ref is not None and _pins_hardware(sku, ref) and ref.value * CEILING_FACTOR < high:
             high = ref.value * CEILING_FACTOR
             what = f"{CEILING_FACTOR:g} x the {sku.sku if sku else ''} reference {ref.value:g} ({ref.kind})"
         out.append(_Bound(low, high, what))
     return out
+
+
+def _pins_hardware(sku: Sku | None, ref: ReferenceFigure) -> bool:
+    """Whether the reference bounds what a node of this SKU can measure. A datasheet figure is a
+    peak; an accelerator SKU is one model of hardware, so its measured or threshold figures are
+    too. The generic `cpu` SKU is any machine without an accelerator: its references were measured
+    on one small machine (low floors), and a large server legitimately measures ten times more."""
+    return ref.kind == "datasheet" or (sku is not None and sku.accelerator.kind != "cpu")
 
 
 def judge_plausibility(
