@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import typer
 from rich.console import Console
@@ -16,10 +17,28 @@ from fleetforge import exitcodes
 
 # In pipes and CI logs there is no terminal width to honour; wide lines beat truncated SKU names.
 _PIPE_WIDTH = 200
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else _PIPE_WIDTH)
-err = Console(
-    stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else _PIPE_WIDTH
-)
+
+
+def no_color() -> bool:
+    """NO_COLOR (https://no-color.org): set and not empty, no styling at all. rich alone drops only
+    the colours and keeps bold, dim and the progress bar's codes; without a colour system it
+    writes no escape sequence."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def _console(stream: TextIO, *, stderr: bool) -> Console:
+    kwargs: dict[str, Any] = {"no_color": True, "color_system": None} if no_color() else {}
+    return Console(
+        stderr=stderr,
+        highlight=False,
+        soft_wrap=True,
+        width=None if stream.isatty() else _PIPE_WIDTH,
+        **kwargs,
+    )
+
+
+out = _console(sys.stdout, stderr=False)
+err = _console(sys.stderr, stderr=True)
 
 
 def print_json(data: Any) -> None:

@@ -36,18 +36,25 @@ _VERDICT_CODE = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete
 def burnin(
     sku: Annotated[
         str,
-        typer.Option(help="Catalog SKU to measure against, or 'auto' (NVML / JAX / no accelerator -> cpu)."),
+        typer.Option(
+            metavar="SKU",
+            help="Catalog SKU to measure against, or 'auto' (NVML / JAX / no accelerator -> cpu).",
+        ),
     ] = "auto",
     level: Annotated[
         str | None,
-        typer.Option(help="quick | standard | extended (default: the spec's level, else standard)."),
+        typer.Option(
+            metavar="LEVEL", help="quick | standard | extended (default: the spec's level, else standard)."
+        ),
     ] = None,
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for <node>.jsonl and raw outputs.")] = Path(
-        "burnin-results"
-    ),
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="DIR", help="Folder for <node>.jsonl and raw outputs.")
+    ] = Path("burnin-results"),
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", help="Run only these checks (repeat the option or separate with commas)."),
+        typer.Option(
+            "--only", metavar="A,B", help="Run only these checks (repeat the option or separate with commas)."
+        ),
     ] = None,
     resume: Annotated[
         bool,
@@ -56,13 +63,15 @@ def burnin(
         ),
     ] = False,
     spec: Annotated[
-        Path | None, typer.Option(help="Fleet spec: its SKU, level and threshold overrides apply.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Fleet spec: its SKU, level and threshold overrides apply."),
     ] = None,
     node: Annotated[
-        str | None, typer.Option(help="Node name for the results (default: the host name).")
+        str | None, typer.Option(metavar="NAME", help="Node name for the results (default: the host name).")
     ] = None,
     storage_path: Annotated[
-        Path | None, typer.Option(help="Where the storage check writes its test file (default: --out).")
+        Path | None,
+        typer.Option(metavar="DIR", help="Where the storage check writes its test file (default: --out)."),
     ] = None,
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""

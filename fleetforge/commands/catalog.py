@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.table import Table
 
-from fleet.catalog import all_skus
+from fleet.catalog import Sku, all_skus
 from fleetforge.console import out, print_json
 
 
@@ -27,18 +28,27 @@ def catalog(
     if as_json:
         print_json([s.summary() for s in skus])
         return
-    table = Table(title="fleetforge catalog")
-    for col in (
-        "sku",
-        "cloud",
-        "accelerator",
-        "per node",
-        "memory GiB",
-        "fabric",
-        "NICs x Gb/s",
-        "placement",
-    ):
-        table.add_column(col)
+    out.print(catalog_table(skus))
+
+
+def catalog_table(skus: list[Sku]) -> Table:
+    """The SKU is what users type: it is never cut or wrapped, however narrow the terminal; the
+    other columns fold onto more lines instead."""
+    table = Table(
+        title="fleetforge catalog",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        collapse_padding=True,
+    )
+    table.add_column(
+        "sku", no_wrap=True, overflow="ignore", min_width=max((len(s.sku) for s in skus), default=3)
+    )
+    # Short headers leave the values room; the long values (accelerator, placement) get the most.
+    for col, ratio in (("cloud", 1), ("accelerator", 3), ("per node", 1), ("GiB", 1), ("fabric", 2)):
+        table.add_column(col, overflow="fold", ratio=ratio)
+    table.add_column("NICs x Gb/s", overflow="fold", ratio=1)
+    table.add_column("placement", overflow="fold", ratio=3)
     for s in skus:
         table.add_row(
             s.sku,
@@ -50,7 +60,7 @@ def catalog(
             f"{s.fabric.nics} x {s.fabric.gbps_per_nic:g}" if s.fabric.nics else "-",
             s.placement.strategy,
         )
-    out.print(table)
+    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -25,14 +25,18 @@ from fleetforge.defaults import default_spec_path
 
 def demo(
     spec: Annotated[
-        Path | None, typer.Option(help="Fleet spec to run on instead of the embedded local CPU fleet.")
+        Path | None,
+        typer.Option(metavar="FILE", help="Fleet spec to run on instead of the embedded local CPU fleet."),
     ] = None,
     examples: Annotated[
         Path | None,
-        typer.Option(help="Also validate every *.yaml under this folder and plan those a stack provisions."),
+        typer.Option(
+            metavar="DIR",
+            help="Also validate every *.yaml under this folder and plan those a stack provisions.",
+        ),
     ] = None,
     out_dir: Annotated[
-        Path, typer.Option("--out", help="Folder for burn-in results and the gate's reports.")
+        Path, typer.Option("--out", metavar="DIR", help="Folder for burn-in results and the gate's reports.")
     ] = Path("fleetforge-demo"),
 ) -> None:
     """Run the main job on the embedded default: validate, plan, burn this node in, gate it."""

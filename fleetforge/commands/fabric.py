@@ -39,22 +39,37 @@ fabric_app = typer.Typer(
 def attribute_command(
     pairs_file: Annotated[
         Path,
-        typer.Argument(help='JSON: {"hosts": [...], "pairs": [[a, b, busbw_gbps or null, reason?], ...]}.'),
+        typer.Argument(
+            metavar="FILE",
+            help='JSON: {"hosts": [...], "pairs": [[a, b, busbw_gbps or null, reason?], ...]}.',
+        ),
     ],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the attribution as one JSON document.")
     ] = False,
     floor: Annotated[
         float | None,
-        typer.Option("--floor", min=0, help="Absolute floor in GB/s (the SKU's): a pair below it is slow."),
+        typer.Option(
+            "--floor",
+            metavar="GBPS",
+            min=0,
+            help="Absolute floor in GB/s (the SKU's): a pair below it is slow.",
+        ),
     ] = None,
     mad_k: Annotated[
-        float, typer.Option("--mad-k", min=0.1, help="Slow when below the median by more than k x MAD...")
+        float,
+        typer.Option(
+            "--mad-k", metavar="K", min=0.1, help="Slow when below the median by more than k x MAD..."
+        ),
     ] = DEFAULT_MAD_K,
     margin: Annotated[
         float,
         typer.Option(
-            "--min-relative-margin", min=0, max=0.99, help="...and by more than this fraction of it."
+            "--min-relative-margin",
+            metavar="FRACTION",
+            min=0,
+            max=0.99,
+            help="...and by more than this fraction of it.",
         ),
     ] = DEFAULT_MIN_RELATIVE_MARGIN,
 ) -> None:
@@ -74,10 +89,14 @@ def attribute_command(
 
 @fabric_app.command("schedule")
 def schedule_command(
-    hosts: Annotated[list[str], typer.Argument(help="Host names (two or more).", show_default=False)],
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds of disjoint pairs.")] = DEFAULT_ROUNDS,
+    hosts: Annotated[
+        list[str], typer.Argument(metavar="HOST", help="Host names (two or more).", show_default=False)
+    ],
+    rounds: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Rounds of disjoint pairs.")
+    ] = DEFAULT_ROUNDS,
     seed: Annotated[
-        int | None, typer.Option(help="Shuffle the seats with this seed (default: none).")
+        int | None, typer.Option(metavar="N", help="Shuffle the seats with this seed (default: none).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the rounds as one JSON document.")] = False,
 ) -> None:

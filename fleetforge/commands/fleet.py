@@ -47,36 +47,56 @@ _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 @fleet_app.command("burnin")
 def burnin(
     inventory: Annotated[
-        Path, typer.Option("--inventory", "-i", help="Ansible inventory: every host in it is burned in.")
+        Path,
+        typer.Option(
+            "--inventory", "-i", metavar="FILE", help="Ansible inventory: every host in it is burned in."
+        ),
     ],
     level: Annotated[
-        str | None, typer.Option(help="quick | standard | extended (default: the spec's, else standard).")
+        str | None,
+        typer.Option(
+            metavar="LEVEL", help="quick | standard | extended (default: the spec's, else standard)."
+        ),
     ] = None,
     sku: Annotated[
-        str, typer.Option(help="Catalog SKU the hosts are measured against, or auto (each host detects).")
+        str,
+        typer.Option(
+            metavar="SKU", help="Catalog SKU the hosts are measured against, or auto (each host detects)."
+        ),
     ] = "auto",
     spec: Annotated[
         Path | None,
         typer.Option(
-            help="Fleet spec: thresholds and level for the burn-in; nodes and spares for the verdict."
+            metavar="FILE",
+            help="Fleet spec: thresholds and level for the burn-in; nodes and spares for the verdict.",
         ),
     ] = None,
     out_dir: Annotated[
-        Path, typer.Option("--out", help="Folder for results/, the Ansible artifacts and fleet-run.json.")
+        Path,
+        typer.Option(
+            "--out", metavar="DIR", help="Folder for results/, the Ansible artifacts and fleet-run.json."
+        ),
     ] = Path("fleet-burnin"),
-    forks: Annotated[int, typer.Option(min=1, help="Hosts Ansible works on at once.")] = 10,
+    forks: Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")] = 10,
     timeout: Annotated[
         int,
-        typer.Option(min=30, help="Seconds each host's burn-in may run before it is stopped (fail closed)."),
+        typer.Option(
+            metavar="SECONDS",
+            min=30,
+            help="Seconds each host's burn-in may run before it is stopped (fail closed).",
+        ),
     ] = 1800,
     throttle: Annotated[
         int,
-        typer.Option(min=0, help="Most hosts measuring at the same time (0: as many as --forks)."),
+        typer.Option(
+            metavar="N", min=0, help="Most hosts measuring at the same time (0: as many as --forks)."
+        ),
     ] = 0,
     extra_package: Annotated[
         list[str] | None,
         typer.Option(
             "--extra-package",
+            metavar="PACKAGE",
             help="A package to install on the hosts beside fleetforge (repeatable), e.g. torch==2.13.0 for "
             "the all-reduce across nodes, nvidia-ml-py on GPU hosts.",
         ),
@@ -84,7 +104,8 @@ def burnin(
     wheelhouse: Annotated[
         Path | None,
         typer.Option(
-            help="Folder of wheels (fleetforge-*.whl and its dependencies) to install instead of building."
+            metavar="DIR",
+            help="Folder of wheels (fleetforge-*.whl and its dependencies) to install instead of building.",
         ),
     ] = None,
     collectives: Annotated[
@@ -94,12 +115,16 @@ def burnin(
         ),
     ] = True,
     collectives_timeout: Annotated[
-        int, typer.Option(min=10, help="Seconds for the all-reduce's rendezvous and measurement.")
+        int,
+        typer.Option(
+            metavar="SECONDS", min=10, help="Seconds for the all-reduce's rendezvous and measurement."
+        ),
     ] = 300,
     var: Annotated[
         list[str] | None,
         typer.Option(
             "--var",
+            metavar="KEY=VALUE",
             help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
         ),
     ] = None,
@@ -107,15 +132,21 @@ def burnin(
         bool,
         typer.Option("--json", help="Print the gate's decision and the run summary as one JSON document."),
     ] = False,
-    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: a testcase per host x check.")] = None,
+    junit: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write JUnit XML: a testcase per host x check.")
+    ] = None,
     html: Annotated[
         Path | None,
-        typer.Option(help="Write an HTML page with a plot per metric (needs the `report` extra)."),
+        typer.Option(
+            metavar="FILE", help="Write an HTML page with a plot per metric (needs the `report` extra)."
+        ),
     ] = None,
-    prom: Annotated[Path | None, typer.Option(help="Write Prometheus text format.")] = None,
+    prom: Annotated[Path | None, typer.Option(metavar="FILE", help="Write Prometheus text format.")] = None,
     inventory_out: Annotated[
         Path | None,
-        typer.Option("--inventory-out", help="Write the accepted hosts as an Ansible inventory (YAML)."),
+        typer.Option(
+            "--inventory-out", metavar="FILE", help="Write the accepted hosts as an Ansible inventory (YAML)."
+        ),
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Any rejected host fails, even when spares cover it.")
@@ -123,7 +154,10 @@ def burnin(
     min_fleet: Annotated[
         int,
         typer.Option(
-            "--min-fleet", min=1, help="Fewest hosts for fleet statistics; below, absolute rules only."
+            "--min-fleet",
+            metavar="N",
+            min=1,
+            help="Fewest hosts for fleet statistics; below, absolute rules only.",
         ),
     ] = 3,
 ) -> None:

@@ -39,28 +39,40 @@ _LIST_ALL_UP_TO = 60  # accepted nodes named one by one in the text output up to
 
 def gate(
     results: Annotated[
-        list[Path], typer.Argument(help="Burn-in results: JSONL files, or folders searched for *.jsonl.")
+        list[Path],
+        typer.Argument(metavar="FILE", help="Burn-in results: JSONL files, or folders searched for *.jsonl."),
     ],
     sku: Annotated[
         str | None,
-        typer.Option(help="SKU to judge against; default: the spec's, else the one the results name."),
+        typer.Option(
+            metavar="SKU", help="SKU to judge against; default: the spec's, else the one the results name."
+        ),
     ] = None,
     spec: Annotated[
         Path | None,
-        typer.Option(help="Fleet spec: nodes and spares for the fleet verdict, thresholds, pinned versions."),
+        typer.Option(
+            metavar="FILE",
+            help="Fleet spec: nodes and spares for the fleet verdict, thresholds, pinned versions.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the decision as one JSON document.")] = False,
-    junit: Annotated[Path | None, typer.Option(help="Write JUnit XML: a testcase per node x check.")] = None,
+    junit: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="Write JUnit XML: a testcase per node x check.")
+    ] = None,
     html: Annotated[
         Path | None,
-        typer.Option(help="Write an HTML page with a plot per metric (needs the `report` extra)."),
+        typer.Option(
+            metavar="FILE", help="Write an HTML page with a plot per metric (needs the `report` extra)."
+        ),
     ] = None,
     prom: Annotated[
-        Path | None, typer.Option(help="Write Prometheus text format (textfile collector).")
+        Path | None, typer.Option(metavar="FILE", help="Write Prometheus text format (textfile collector).")
     ] = None,
     inventory_out: Annotated[
         Path | None,
-        typer.Option("--inventory-out", help="Write the accepted nodes as an Ansible inventory (YAML)."),
+        typer.Option(
+            "--inventory-out", metavar="FILE", help="Write the accepted nodes as an Ansible inventory (YAML)."
+        ),
     ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Any rejected node fails the gate, even when spares cover it.")
@@ -68,13 +80,17 @@ def gate(
     min_fleet: Annotated[
         int,
         typer.Option(
-            "--min-fleet", min=1, help="Fewest nodes for fleet statistics; below, absolute rules only."
+            "--min-fleet",
+            metavar="N",
+            min=1,
+            help="Fewest nodes for fleet statistics; below, absolute rules only.",
         ),
     ] = 3,
     act: Annotated[
         list[str] | None,
         typer.Option(
             "--act",
+            metavar="ACTION",
             help="Act on rejected nodes (repeatable): inventory, aws-unhealthy, gcp-recreate, "
             "azure-replace, slurm-drain, k8s-taint.",
         ),
@@ -86,6 +102,7 @@ def gate(
         Path | None,
         typer.Option(
             "--hosts-inventory",
+            metavar="FILE",
             help="Ansible inventory (YAML) of the fleet: a node it does not list is rejected "
             "(`unlisted`). With --act its host vars identify each node, and the `inventory` action "
             "adds its `rejected` group there.",
@@ -93,12 +110,15 @@ def gate(
     ] = None,
     azure_capacity: Annotated[
         int | None,
-        typer.Option(help="With --act azure-replace: scale-set capacity to restore (default: as read)."),
+        typer.Option(
+            metavar="N", help="With --act azure-replace: scale-set capacity to restore (default: as read)."
+        ),
     ] = None,
     expect_checks: Annotated[
         str | None,
         typer.Option(
             "--expect-checks",
+            metavar="A,B",
             help="Comma-separated checks every node's run must hold (e.g. compute,memory); "
             "what lets a run narrowed by `burnin --only` pass.",
         ),

@@ -16,7 +16,7 @@ from fleetforge.console import err, fail, out, print_json, spec_failed
 
 
 def plan(
-    spec: Annotated[Path, typer.Argument(help="Fleet spec YAML file.", show_default=False)],
+    spec: Annotated[Path, typer.Argument(metavar="FILE", help="Fleet spec YAML file.", show_default=False)],
     as_json: Annotated[
         bool,
         typer.Option("--json", help='Print {"resources": [...], "outputs": {...}, "violations": [...]}.'),
