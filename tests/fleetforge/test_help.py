@@ -1,0 +1,103 @@
+"""Help reads like a Unix tool's at 80 columns, the catalog never cuts a SKU, NO_COLOR means no
+escape sequences (issue 17)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import typer
+from rich.console import Console
+
+from fleet.catalog import all_skus
+from fleetforge.cli import app, main, unix_metavars
+from fleetforge.commands.catalog import catalog_table
+
+
+def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    found = [(path, command)]
+    for name, sub in getattr(command, "commands", {}).items():
+        found += _commands(sub, (*path, name))
+    return found
+
+
+COMMANDS = _commands(unix_metavars(typer.main.get_command(app)))
+
+
+def test_the_walk_finds_every_command_and_sub_command() -> None:
+    paths = {" ".join(p) for p, _ in COMMANDS}
+    assert {"", "gate", "burnin", "catalog", "demo", "fleet burnin", "fabric schedule", "spec check"} <= paths
+
+
+@pytest.mark.parametrize("path,command", COMMANDS, ids=[" ".join(p) or "fleetforge" for p, _ in COMMANDS])
+def test_help_at_80_columns_names_no_python_type_and_cuts_no_option(
+    path: tuple[str, ...], command: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main([*path, "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "<bool>" not in text and "list[" not in text
+    assert not re.search(r"<(str|int|float|path|Path)[^>]*>", text), text
+    assert "╭" not in text and "│" not in text  # no boxes squeezing option names
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    for param in command.params:
+        for name in getattr(param, "opts", []):
+            if name.startswith("-"):
+                assert re.search(rf"(^|[ ,/]){re.escape(name)}([ ,/=]|$)", text, re.M), (name, text)
+
+
+def test_file_arguments_read_as_file_placeholders(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    main(["gate", "--help"])
+    text = capsys.readouterr().out
+    assert "Usage: fleetforge gate [OPTIONS] FILE..." in text
+    assert "--spec FILE" in text and "--min-fleet N" in text and "--expect-checks A,B" in text
+
+
+def test_shell_completion_is_offered(capsys: pytest.CaptureFixture[str]) -> None:
+    main(["--help"])
+    assert "--install-completion" in capsys.readouterr().out
+
+
+def test_catalog_at_80_columns_shows_every_sku_whole() -> None:
+    skus = all_skus()
+    console = Console(width=80, file=io.StringIO(), color_system=None)
+    console.print(catalog_table(skus))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    first_cells = {line.split()[0] for line in text.splitlines() if line.strip()}
+    for sku in skus:
+        assert sku.sku in first_cells, (sku.sku, text)
+    assert "…" not in text
+
+
+@pytest.mark.parametrize("argv", [["catalog"], ["gate", "--help"], ["spec", "check", "no-such.yaml"]])
+def test_no_color_writes_no_escape_sequence(argv: list[str]) -> None:
+    # FORCE_COLOR makes rich style as on a terminal; NO_COLOR must still win, on both streams.
+    env = {**os.environ, "FORCE_COLOR": "1", "NO_COLOR": "1", "COLUMNS": "80"}
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetforge.cli", *argv], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout or done.stderr
+    assert "\x1b[" not in done.stdout + done.stderr
+
+
+def test_without_no_color_forced_colour_does_style() -> None:
+    """The NO_COLOR test above can fail: the same command styles without it."""
+    env = {**os.environ, "FORCE_COLOR": "1", "COLUMNS": "80"}
+    env.pop("NO_COLOR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetforge.cli", "catalog"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "\x1b[" in done.stdout
