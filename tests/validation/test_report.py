@@ -100,7 +100,8 @@ def test_prometheus_text_parses_and_carries_the_verdicts(result: GateResult) -> 
     gemm = [
         s.value
         for s in families["fleetforge_metric"].samples
-        if s.labels == {"node": "node2", "metric": "gemm_bf16_tflops"}
+        if s.labels
+        == {"fleet": "train-a", "sku": "p5.48xlarge", "node": "node2", "metric": "gemm_bf16_tflops"}
     ]
     assert gemm == [pytest.approx(result.node("node2").metrics["gemm_bf16_tflops"])]
     ready = families["fleetforge_fleet_ready"].samples[0]
@@ -108,6 +109,44 @@ def test_prometheus_text_parses_and_carries_the_verdicts(result: GateResult) -> 
     for line in text.splitlines():
         if line.startswith("# TYPE"):
             assert line.endswith(" gauge")
+
+
+def test_every_prometheus_series_carries_fleet_and_sku_and_a_timestamp(result: GateResult) -> None:
+    text = render_prometheus(result, generated_at=1_800_000_000.5)
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    assert samples and all(
+        s.labels["fleet"] == "train-a" and s.labels["sku"] == "p5.48xlarge" for s in samples
+    )
+    stamp = [s for s in samples if s.name == "fleetforge_gate_timestamp_seconds"]
+    assert [s.value for s in stamp] == [1_800_000_000.5]
+
+
+def _series(text: str) -> list[tuple[str, frozenset[tuple[str, str]]]]:
+    return [
+        (s.name, frozenset(s.labels.items())) for f in text_string_to_metric_families(text) for s in f.samples
+    ]
+
+
+def test_two_fleets_prom_files_in_one_folder_parse_together_without_clashing(tmp_path: Path) -> None:
+    """node_exporter's textfile collector reads every *.prom of a folder as one exposition: two
+    fleets gated on the same SKU, with the same node names, must not write the same series."""
+    texts = []
+    for name in ("train-a", "train-b"):
+        gated = decide(
+            as_files(fleet(4, node2={"scale": {"gemm_bf16_tflops": 0.8}})), plan=FleetPlan(name, 3, 0)
+        )
+        write_text(tmp_path / f"{name}.prom", render_prometheus(gated, generated_at=1.0))
+        texts.append((tmp_path / f"{name}.prom").read_text(encoding="utf-8"))
+    together = _series("".join(texts))
+    assert len(together) == len(_series(texts[0])) + len(_series(texts[1]))
+    assert len(set(together)) == len(together), "a series is written by both fleets"
+    helps: dict[str, set[str]] = {}
+    for text in texts:
+        for line in text.splitlines():
+            if line.startswith("# HELP "):
+                name, _, help_text = line[len("# HELP ") :].partition(" ")
+                helps.setdefault(name, set()).add(help_text)
+    assert all(len(h) == 1 for h in helps.values())  # the collector refuses differing HELP texts
 
 
 def test_prometheus_escapes_label_values() -> None:
