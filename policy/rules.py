@@ -11,13 +11,20 @@ own virtual environment, and tests call these without starting a server.
 Resource rules see one resource; stack rules see them all (a bucket's encryption and versioning are
 separate resources; homogeneity is a property of the whole fleet). Unknown resource types pass the
 resource rules that do not concern them, except `required-tags`, which fails closed: every `aws:`
-type must carry the tags unless it is listed as untaggable below.
+type must carry the tags unless it is listed as untaggable below (GCP: every labellable type a fleet
+creates, listed below, carries them as labels).
+
+GCP rules judge pulumi_gcp's type tokens and wire names: no access configs on any interface and TPU
+enableExternalIps stated false; onHostMaintenance TERMINATE for GPU machine families; the fleet's
+own service account; one machine type (or TPU accelerator type) per fleet; GCS buckets with uniform
+access, enforced public access prevention and versioning; a customer key everywhere once anywhere.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +48,35 @@ SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 DEFAULT_SG = "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup"
 GCP_FIREWALL = "gcp:compute/firewall:Firewall"
+# https://cloud.google.com/iap/docs/using-tcp-forwarding: IAP TCP forwarding connects from here.
+GCP_IAP_RANGE = "35.235.240.0/20"
+# pulumi_gcp's type tokens (checked against the installed provider package).
+GCP_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+GCP_REGION_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+GCP_INSTANCE = "gcp:compute/instance:Instance"
+GCP_INSTANCE_FROM_TEMPLATE = "gcp:compute/instanceFromTemplate:InstanceFromTemplate"
+GCP_DISK = "gcp:compute/disk:Disk"
+GCP_MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+GCP_REGION_MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+GCP_BUCKET = "gcp:storage/bucket:Bucket"
+GCP_LUSTRE = "gcp:lustre/instance:Instance"
+GCP_TPU_QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
+GCP_TPU_VM = "gcp:tpu/v2Vm:V2Vm"
+GCP_KMS_KEY = "gcp:kms/cryptoKey:CryptoKey"
+GCP_PROJECT_IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
+GCP_PROJECT_IAM_BINDING = "gcp:projects/iAMBinding:IAMBinding"
+# Every kind of VM definition: templates, instances and instances made from a template.
+GCP_VM_TYPES = frozenset({GCP_TEMPLATE, GCP_REGION_TEMPLATE, GCP_INSTANCE, GCP_INSTANCE_FROM_TEMPLATE})
+# GCP resources that take labels (a `labels` input in pulumi_gcp) and that a fleet creates; each
+# must carry REQUIRED_TAGS as labels. An allow-list, unlike AWS's deny-list, because most GCP
+# types (networks, firewalls, routers, groups, service accounts, queued resources) take no labels
+# at all. Labels are lower case by GCP's rule; the required keys already are.
+GCP_LABELLED = frozenset({*GCP_VM_TYPES, GCP_DISK, GCP_BUCKET, GCP_LUSTRE, GCP_TPU_VM, GCP_KMS_KEY})
+# Accelerator-optimized GPU machine families: their VMs cannot live-migrate, so a maintenance
+# event must stop them (onHostMaintenance TERMINATE); Google refuses MIGRATE for them.
+GCP_GPU_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4)-")
+# Project roles far broader than a node needs (the default compute service account holds editor).
+GCP_BROAD_ROLES = frozenset({"roles/owner", "roles/editor", "roles/iam.serviceAccountUser"})
 AZURE_NSG = "azure-native:network:NetworkSecurityGroup"
 AZURE_NSG_RULE = "azure-native:network:SecurityRule"
 ROLE = "aws:iam/role:Role"
@@ -218,6 +254,39 @@ def no_public_ip(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
         yield "asks for a public IP"
     elif type_ == SUBNET and _true(props.get("mapPublicIpOnLaunch")):
         yield "maps a public IP onto every instance launched in it"
+    elif type_ in GCP_VM_TYPES:
+        yield from _gcp_vm_external_ips(type_, props)
+    elif type_ == GCP_TPU_QUEUED:
+        specs = [_map(s) for s in _list(_map(props.get("tpu")).get("nodeSpecs"))]
+        if not specs:
+            yield "declares no tpu.nodeSpecs, so nothing states enableExternalIps=false"
+        for index, spec in enumerate(specs):
+            config = _map(_map(spec.get("node")).get("networkConfig"))
+            yield from _tpu_external_ips(f"tpu.nodeSpecs[{index}].node.networkConfig", config)
+    elif type_ == GCP_TPU_VM:
+        yield from _tpu_external_ips("networkConfig", _map(props.get("networkConfig")))
+
+
+def _gcp_vm_external_ips(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """An access config on a GCE network interface is an external address (IPv4 or IPv6)."""
+    interfaces = [_map(i) for i in _list(props.get("networkInterfaces"))]
+    if not interfaces and type_ != GCP_INSTANCE_FROM_TEMPLATE:  # that one inherits its template's
+        yield "declares no networkInterfaces, so they cannot be judged"
+    for index, ni in enumerate(interfaces):
+        if _list(ni.get("accessConfigs")):
+            yield f"networkInterfaces[{index}] has accessConfigs: an external IPv4 address"
+        if _list(ni.get("ipv6AccessConfigs")):
+            yield f"networkInterfaces[{index}] has ipv6AccessConfigs: an external IPv6 address"
+
+
+def _tpu_external_ips(where: str, config: Mapping[str, Any]) -> Iterator[str]:
+    # Stated, not defaulted: gcloud gives TPU VMs external IPs unless told otherwise, so the rule
+    # asks for an explicit false as the AWS rule does for a launch template's primary interface.
+    value = config.get("enableExternalIps")
+    if _true(value):
+        yield f"{where}.enableExternalIps is true: every TPU worker gets an external IP"
+    elif value is None:
+        yield f"{where} does not state enableExternalIps=false"
 
 
 def imdsv2_required(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
@@ -280,7 +349,9 @@ def _gcp_firewall(props: Mapping[str, Any]) -> Iterator[str]:
         ):
             # GCP's documented default: an ingress rule that names no source applies to 0.0.0.0/0.
             sources = ["0.0.0.0/0"]
-        yield from _source_problems("the firewall", sources)
+        # IAP's TCP forwarding range is Google's proxy, which lets through only callers with
+        # IAP-secured tunnel rights: not the internet, though wider than a /24.
+        yield from _source_problems("the firewall", [s for s in sources if s != GCP_IAP_RANGE])
 
 
 def _azure_rule(label: str, rule: Mapping[str, Any]) -> Iterator[str]:
@@ -390,6 +461,15 @@ def node_role_least_privilege(type_: str, props: Mapping[str, Any]) -> Iterator[
 
 
 def required_tags(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    if type_ in GCP_LABELLED:
+        # `labels` is what the program set; effectiveLabels/pulumiLabels add the provider's defaults.
+        labels: dict[str, Any] = {
+            **_map(props.get("effectiveLabels")),
+            **_map(props.get("pulumiLabels")),
+            **_map(props.get("labels")),
+        }
+        yield from _missing(labels, "labels")
+        return
     if not type_.startswith("aws:") or type_ in UNTAGGABLE:
         return
     if type_ == ASG:
@@ -415,6 +495,46 @@ def _missing(tags: Mapping[Any, Any], where: str) -> Iterator[str]:
     missing = [k for k in REQUIRED_TAGS if not tags.get(k)]
     if missing:
         yield f"{where} lack {', '.join(missing)} (required: {', '.join(REQUIRED_TAGS)})"
+
+
+def _machine_type(props: Mapping[str, Any]) -> str:
+    """`a3-megagpu-8g`, also from a URL or a partial path (zones/z/machineTypes/a3-megagpu-8g)."""
+    return str(props.get("machineType") or "").rpartition("/")[2]
+
+
+def gpu_vm_terminates_on_maintenance(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """GPU VMs cannot live-migrate: a host maintenance event must stop them (TERMINATE)."""
+    if type_ not in GCP_VM_TYPES:
+        return
+    machine = _machine_type(props)
+    if not (GCP_GPU_MACHINE.match(machine) or _list(props.get("guestAccelerators"))):
+        return
+    scheduling = _map(props.get("scheduling"))
+    if type_ == GCP_INSTANCE_FROM_TEMPLATE and not scheduling:
+        return  # inherits the template's scheduling, which this rule judges on the template
+    value = scheduling.get("onHostMaintenance")
+    if str(value).upper() != "TERMINATE":
+        yield (
+            f"{machine or 'a VM with guestAccelerators'}: scheduling.onHostMaintenance is {value!r}; "
+            "GPU VMs need 'TERMINATE'"
+        )
+
+
+def gcp_service_account_least_privilege(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Nodes run as the fleet's own service account, never the default compute one (editor)."""
+    if type_ in GCP_VM_TYPES:
+        if type_ == GCP_INSTANCE_FROM_TEMPLATE and props.get("serviceAccount") is None:
+            return  # inherits the template's
+        email = str(_map(props.get("serviceAccount")).get("email") or "")
+        if not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com"):
+            yield (
+                f"runs as {email or 'the default compute service account'!r}, which holds the project's "
+                "editor role; give nodes the fleet's own service account"
+            )
+    elif type_ in {GCP_PROJECT_IAM_MEMBER, GCP_PROJECT_IAM_BINDING}:
+        role = str(props.get("role") or "")
+        if role in GCP_BROAD_ROLES:
+            yield f"grants {role} on the project, far more than a node needs"
 
 
 # --------------------------------------------------------------------------- stack rules
@@ -450,10 +570,91 @@ def buckets_protected(resources: Sequence[Resource]) -> Iterator[tuple[Resource 
             yield r, "versioning is not enabled"
 
 
+def gcp_buckets_protected(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
+    """Every GCS bucket: uniform bucket-level access, public access prevention enforced, versioned.
+
+    Encryption is not judged here: GCS encrypts every object at rest with Google's keys, and a
+    customer key (CMEK) is judged with the fleet's other stores by gcp-cmek-everywhere."""
+    for r in resources:
+        if r.type != GCP_BUCKET:
+            continue
+        if not _true(r.props.get("uniformBucketLevelAccess")):
+            yield r, "uniformBucketLevelAccess is not true (object ACLs could make objects public)"
+        if r.props.get("publicAccessPrevention") != "enforced":
+            yield r, f"publicAccessPrevention is {r.props.get('publicAccessPrevention')!r}; needs 'enforced'"
+        if not _true(_map(r.props.get("versioning")).get("enabled")):
+            yield r, "versioning.enabled is not true"
+
+
+def _gcp_kms_uses(r: Resource) -> list[tuple[str, Any]]:
+    """(where, KMS key or None) for every store of data this resource creates."""
+    props = r.props
+    if r.type in {GCP_TEMPLATE, GCP_REGION_TEMPLATE}:
+        return [
+            (f"disks[{i}]", _map(_map(d).get("diskEncryptionKey")).get("kmsKeySelfLink"))
+            for i, d in enumerate(_list(props.get("disks")))
+        ]
+    if r.type in {GCP_INSTANCE, GCP_INSTANCE_FROM_TEMPLATE}:
+        uses = []
+        if r.type == GCP_INSTANCE or props.get("bootDisk") is not None:  # else: the template's
+            uses.append(("bootDisk", _map(props.get("bootDisk")).get("kmsKeySelfLink")))
+        uses += [
+            (f"attachedDisks[{i}]", _map(d).get("kmsKeySelfLink"))
+            for i, d in enumerate(_list(props.get("attachedDisks")))
+        ]
+        return uses
+    if r.type == GCP_DISK:
+        return [("the disk", _map(props.get("diskEncryptionKey")).get("kmsKeySelfLink"))]
+    if r.type == GCP_BUCKET:
+        return [("the bucket", _map(props.get("encryption")).get("defaultKmsKeyName"))]
+    if r.type == GCP_LUSTRE:
+        return [("the file system", props.get("kmsKey"))]
+    return []
+
+
+def gcp_cmek_everywhere(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
+    """Once a GCP fleet has a customer-managed key, every disk, bucket and file system uses one.
+
+    Google encrypts every GCP disk and object at rest whatever the program says, so "unencrypted" is
+    not something a resource can be. What a stack can get wrong is a customer key (the spec's
+    kms_key, or a key the stack creates) used on some stores and not others: the one left on
+    Google's keys is outside the key's revocation and audit. One resource cannot know whether the
+    fleet has a key, so this is a stack rule: a key anywhere means a key everywhere."""
+    uses = [(r, where, key) for r in resources for where, key in _gcp_kms_uses(r)]
+    has_key = any(key for _, _, key in uses) or any(r.type == GCP_KMS_KEY for r in resources)
+    if not has_key:
+        return
+    for r, where, key in uses:
+        if not key:
+            yield r, f"{where} is on Google-managed keys while the fleet has a customer-managed KMS key"
+
+
 def one_instance_type(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
-    """A fleet is one SKU: every launch template, instance and group override names the same type."""
+    """A fleet is one SKU: every launch template, instance and group override names the same type;
+    on GCP every instance template and instance the same machine type, every TPU slice the same
+    accelerator type."""
     seen: dict[str, Resource] = {}
     for r in resources:
+        if r.type in GCP_VM_TYPES:
+            machine = _machine_type(r.props)
+            if machine:
+                seen.setdefault(machine, r)
+            elif r.type != GCP_INSTANCE_FROM_TEMPLATE:  # that one may take its template's
+                yield r, "names no machineType"
+            continue
+        if r.type in {GCP_TPU_QUEUED, GCP_TPU_VM}:
+            nodes = (
+                [_map(_map(s).get("node")) for s in _list(_map(r.props.get("tpu")).get("nodeSpecs"))]
+                if r.type == GCP_TPU_QUEUED
+                else [r.props]
+            )
+            for node in nodes:
+                accelerator = node.get("acceleratorType") or _map(node.get("acceleratorConfig")).get("type")
+                if accelerator:
+                    seen.setdefault(f"TPU {accelerator}", r)
+                else:
+                    yield r, "a TPU node names no acceleratorType or acceleratorConfig"
+            continue
         if r.type in {LAUNCH_TEMPLATE, INSTANCE}:
             instance_type = r.props.get("instanceType")
             if not instance_type:
@@ -486,12 +687,32 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         node_role_least_privilege,
     ),
     ResourceRule("required-tags", f"Taggable resources carry {', '.join(REQUIRED_TAGS)}.", required_tags),
+    ResourceRule(
+        "gpu-terminate-on-maintenance",
+        "GCP GPU VMs stop for host maintenance (onHostMaintenance TERMINATE).",
+        gpu_vm_terminates_on_maintenance,
+    ),
+    ResourceRule(
+        "gcp-service-account-least-privilege",
+        "GCP nodes run as the fleet's own service account; no project owner or editor grants.",
+        gcp_service_account_least_privilege,
+    ),
 )
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "bucket-protected", "Buckets are SSE-KMS encrypted, versioned and never public.", buckets_protected
     ),
     StackRule("one-instance-type", "A fleet is homogeneous: one instance type.", one_instance_type),
+    StackRule(
+        "gcs-bucket-protected",
+        "GCS buckets use uniform bucket-level access, enforced public access prevention and versioning.",
+        gcp_buckets_protected,
+    ),
+    StackRule(
+        "gcp-cmek-everywhere",
+        "A GCP fleet with a customer-managed key uses it on every disk, bucket and file system.",
+        gcp_cmek_everywhere,
+    ),
 )
 
 

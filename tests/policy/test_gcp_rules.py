@@ -1,0 +1,318 @@
+"""GCP policy rules, judged as CrossGuard hands resources to the pack (pulumi_policy's own proxies).
+
+The resources are written as pulumi_gcp puts them on the wire (camelCase inputs), one GPU fleet
+and one TPU fleet that break no rule; each test changes one property and names the rule that must
+fire, so every rule has a passing and a violating resource. Type tokens are checked against the
+installed pulumi_gcp package, so a renamed token fails here rather than passing every resource.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from policy import rules
+from policy.rules import Resource, Violation
+from policy.rules import check as plain_check
+from tests.policy.crossguard import crossguard
+
+LABELS = {"owner": "research-infra", "fleet": "a3mega", "dataset": "code-mix-v3", "managed-by": "fleetforge"}
+KEY = "projects/p/locations/us-central1/keyRings/fleet/cryptoKeys/disks"
+
+
+def check(resources: list[Resource]) -> list[Violation]:
+    return plain_check([crossguard(r) for r in resources])
+
+
+def gpu_fleet() -> list[Resource]:
+    template = {
+        "machineType": "a3-megagpu-8g",
+        "labels": dict(LABELS),
+        "networkInterfaces": [
+            {"network": "host-vpc", "subnetwork": "host-subnet"},
+            *({"network": f"gpu-vpc-{i}", "subnetwork": f"gpu-subnet-{i}"} for i in range(8)),
+        ],
+        "disks": [{"boot": True, "sourceImage": "img", "diskEncryptionKey": {"kmsKeySelfLink": KEY}}],
+        "scheduling": {"onHostMaintenance": "TERMINATE", "automaticRestart": True},
+        "serviceAccount": {"email": "a3mega-nodes@p.iam.gserviceaccount.com", "scopes": ["cloud-platform"]},
+    }
+    return [
+        Resource(rules.GCP_TEMPLATE, "a3mega-template", template),
+        Resource(
+            rules.GCP_MIG,
+            "a3mega-nodes",
+            {"baseInstanceName": "a3mega", "targetSize": 9, "zone": "us-central1-a"},
+        ),
+        Resource(
+            rules.GCP_BUCKET,
+            "a3mega-checkpoints",
+            {
+                "location": "US-CENTRAL1",
+                "labels": dict(LABELS),
+                "uniformBucketLevelAccess": True,
+                "publicAccessPrevention": "enforced",
+                "versioning": {"enabled": True},
+                "encryption": {"defaultKmsKeyName": KEY},
+            },
+        ),
+        Resource(
+            rules.GCP_LUSTRE,
+            "a3mega-lustre",
+            {"capacityGib": "36000", "labels": dict(LABELS), "kmsKey": KEY},
+        ),
+        Resource(
+            rules.GCP_FIREWALL,
+            "a3mega-ssh",
+            {
+                "direction": "INGRESS",
+                "allows": [{"protocol": "tcp", "ports": ["22"]}],
+                "sourceRanges": ["35.235.240.0/20"],
+            },
+        ),
+        Resource(
+            rules.GCP_PROJECT_IAM_MEMBER,
+            "a3mega-logging",
+            {
+                "role": "roles/logging.logWriter",
+                "member": "serviceAccount:a3mega-nodes@p.iam.gserviceaccount.com",
+            },
+        ),
+    ]
+
+
+def tpu_fleet(slices: int = 2) -> list[Resource]:
+    node = {
+        "acceleratorType": "v5litepod-64",
+        "runtimeVersion": "v2-alpha-tpuv5-lite",
+        "networkConfig": {"network": "host-vpc", "subnetwork": "host-subnet", "enableExternalIps": False},
+    }
+    return [
+        Resource(
+            rules.GCP_TPU_QUEUED,
+            "tpu-v5e-64",
+            {
+                "zone": "us-west4-a",
+                "tpu": {
+                    "nodeSpecs": [
+                        {
+                            "parent": "projects/p/locations/us-west4-a",
+                            "nodeId": f"slice-{i}",
+                            "node": copy.deepcopy(node),
+                        }
+                        for i in range(slices)
+                    ]
+                },
+            },
+        )
+    ]
+
+
+def _fired(resources: list[Resource]) -> set[str]:
+    return {v.rule for v in check(resources)}
+
+
+def _changed(
+    resources: list[Resource], type_: str, change: Callable[[dict[str, Any]], None]
+) -> list[Resource]:
+    out = []
+    for r in resources:
+        if r.type == type_:
+            props = copy.deepcopy(dict(r.props))
+            change(props)
+            r = Resource(r.type, r.name, props)
+        out.append(r)
+    return out
+
+
+def test_type_tokens_are_pulumi_gcps() -> None:
+    """Each token the rules match is the one the installed provider registers its resource under."""
+    tokens = {
+        rules.GCP_TEMPLATE: ("compute", "InstanceTemplate"),
+        rules.GCP_REGION_TEMPLATE: ("compute", "RegionInstanceTemplate"),
+        rules.GCP_INSTANCE: ("compute", "Instance"),
+        rules.GCP_INSTANCE_FROM_TEMPLATE: ("compute", "InstanceFromTemplate"),
+        rules.GCP_DISK: ("compute", "Disk"),
+        rules.GCP_MIG: ("compute", "InstanceGroupManager"),
+        rules.GCP_REGION_MIG: ("compute", "RegionInstanceGroupManager"),
+        rules.GCP_FIREWALL: ("compute", "Firewall"),
+        rules.GCP_BUCKET: ("storage", "Bucket"),
+        rules.GCP_LUSTRE: ("lustre", "Instance"),
+        rules.GCP_TPU_QUEUED: ("tpu", "V2QueuedResource"),
+        rules.GCP_TPU_VM: ("tpu", "V2Vm"),
+        rules.GCP_KMS_KEY: ("kms", "CryptoKey"),
+        rules.GCP_PROJECT_IAM_MEMBER: ("projects", "IAMMember"),
+    }
+    for token, (module, cls) in tokens.items():
+        source = importlib.import_module(f"pulumi_gcp.{module}")
+        resource_class = getattr(source, cls)
+        text = open(importlib.import_module(resource_class.__module__).__file__ or "").read()  # noqa: SIM115
+        assert f"'{token}'" in text, token
+
+
+def test_gpu_and_tpu_fleets_pass_every_rule() -> None:
+    assert check(gpu_fleet()) == []
+    assert check(tpu_fleet()) == []
+    assert plain_check(gpu_fleet()) == [], "plain dicts (fleetforge plan) read the same"
+
+
+def test_without_any_customer_key_google_managed_encryption_passes() -> None:
+    def drop_keys(props: dict[str, Any]) -> None:
+        props.pop("kmsKey", None)
+        props.pop("encryption", None)
+        for disk in props.get("disks", []):
+            disk.pop("diskEncryptionKey", None)
+
+    fleet = gpu_fleet()
+    for type_ in (rules.GCP_TEMPLATE, rules.GCP_BUCKET, rules.GCP_LUSTRE):
+        fleet = _changed(fleet, type_, drop_keys)
+    assert check(fleet) == []
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def change(props: dict[str, Any]) -> None:
+        *parents, leaf = path.split(".")
+        node: Any = props
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        if value is None:
+            del node[leaf]
+        else:
+            node[leaf] = value
+
+    return change
+
+
+GPU_VIOLATIONS = [
+    ("no-public-ip", rules.GCP_TEMPLATE, "networkInterfaces.0.accessConfigs", [{"networkTier": "PREMIUM"}]),
+    ("no-public-ip", rules.GCP_TEMPLATE, "networkInterfaces.4.accessConfigs", [{}]),
+    (
+        "no-public-ip",
+        rules.GCP_TEMPLATE,
+        "networkInterfaces.0.ipv6AccessConfigs",
+        [{"networkTier": "PREMIUM"}],
+    ),
+    ("no-public-ip", rules.GCP_TEMPLATE, "networkInterfaces", []),
+    ("gpu-terminate-on-maintenance", rules.GCP_TEMPLATE, "scheduling.onHostMaintenance", "MIGRATE"),
+    ("gpu-terminate-on-maintenance", rules.GCP_TEMPLATE, "scheduling", None),
+    ("required-tags", rules.GCP_TEMPLATE, "labels.dataset", None),
+    ("required-tags", rules.GCP_BUCKET, "labels.owner", None),
+    ("required-tags", rules.GCP_LUSTRE, "labels", None),
+    ("gcp-service-account-least-privilege", rules.GCP_TEMPLATE, "serviceAccount", None),
+    (
+        "gcp-service-account-least-privilege",
+        rules.GCP_TEMPLATE,
+        "serviceAccount.email",
+        "123456789-compute@developer.gserviceaccount.com",
+    ),
+    ("gcp-service-account-least-privilege", rules.GCP_PROJECT_IAM_MEMBER, "role", "roles/editor"),
+    ("one-instance-type", rules.GCP_TEMPLATE, "machineType", None),
+    ("gcs-bucket-protected", rules.GCP_BUCKET, "uniformBucketLevelAccess", False),
+    ("gcs-bucket-protected", rules.GCP_BUCKET, "publicAccessPrevention", "inherited"),
+    ("gcs-bucket-protected", rules.GCP_BUCKET, "publicAccessPrevention", None),
+    ("gcs-bucket-protected", rules.GCP_BUCKET, "versioning.enabled", False),
+    ("gcs-bucket-protected", rules.GCP_BUCKET, "versioning", None),
+    ("gcp-cmek-everywhere", rules.GCP_TEMPLATE, "disks.0.diskEncryptionKey", None),
+    ("gcp-cmek-everywhere", rules.GCP_BUCKET, "encryption", None),
+    ("gcp-cmek-everywhere", rules.GCP_LUSTRE, "kmsKey", None),
+    ("ssh-not-from-internet", rules.GCP_FIREWALL, "sourceRanges", ["0.0.0.0/0"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "type_", "path", "value"),
+    GPU_VIOLATIONS,
+    ids=[f"{r}:{t.rpartition(':')[2]}.{p}={v}" for r, t, p, v in GPU_VIOLATIONS],
+)
+def test_each_gpu_fleet_violation_fires_its_rule(rule: str, type_: str, path: str, value: Any) -> None:
+    fired = _fired(_changed(gpu_fleet(), type_, _set(path, value)))
+    assert rule in fired
+
+
+TPU_VIOLATIONS = [
+    ("no-public-ip", "tpu.nodeSpecs.0.node.networkConfig.enableExternalIps", True),
+    ("no-public-ip", "tpu.nodeSpecs.1.node.networkConfig.enableExternalIps", None),
+    ("no-public-ip", "tpu.nodeSpecs.0.node.networkConfig", None),
+    ("no-public-ip", "tpu.nodeSpecs", []),
+    ("one-instance-type", "tpu.nodeSpecs.1.node.acceleratorType", "v5litepod-32"),
+    ("one-instance-type", "tpu.nodeSpecs.0.node.acceleratorType", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "path", "value"), TPU_VIOLATIONS, ids=[f"{r}:{p}={v}" for r, p, v in TPU_VIOLATIONS]
+)
+def test_each_tpu_fleet_violation_fires_its_rule(rule: str, path: str, value: Any) -> None:
+    assert rule in _fired(_changed(tpu_fleet(), rules.GCP_TPU_QUEUED, _set(path, value)))
+
+
+def test_a_tpu_vm_with_external_ips_fires() -> None:
+    vm = Resource(
+        rules.GCP_TPU_VM,
+        "tpu",
+        {
+            "acceleratorType": "v5litepod-8",
+            "labels": dict(LABELS),
+            "networkConfig": {"enableExternalIps": True},
+        },
+    )
+    assert "no-public-ip" in _fired([vm])
+    ok = Resource(vm.type, vm.name, {**vm.props, "networkConfig": {"enableExternalIps": False}})
+    assert check([ok]) == []
+
+
+def test_two_machine_types_make_a_mixed_fleet() -> None:
+    fleet = gpu_fleet()
+    second = Resource(rules.GCP_REGION_TEMPLATE, "other", {**fleet[0].props, "machineType": "a3-highgpu-8g"})
+    violations = [v for v in check([*fleet, second]) if v.rule == "one-instance-type"]
+    assert len(violations) == 1 and "a3-highgpu-8g" in violations[0].message
+    assert "a3-megagpu-8g" in violations[0].message
+    same = Resource(rules.GCP_REGION_TEMPLATE, "other", dict(fleet[0].props))
+    assert check([*fleet, same]) == []
+
+
+def test_a_gpu_and_a_tpu_fleet_in_one_stack_are_mixed() -> None:
+    assert "one-instance-type" in _fired(gpu_fleet() + tpu_fleet())
+
+
+def test_terminate_applies_to_gpu_families_and_attached_gpus_only() -> None:
+    cpu = {"machineType": "n2-standard-8", "scheduling": {"onHostMaintenance": "MIGRATE"}}
+    assert list(rules.gpu_vm_terminates_on_maintenance(rules.GCP_INSTANCE, cpu)) == []
+    with_gpu = {**cpu, "guestAccelerators": [{"type": "nvidia-l4", "count": 1}]}
+    assert list(rules.gpu_vm_terminates_on_maintenance(rules.GCP_INSTANCE, with_gpu))
+    url = {"machineType": "zones/us-central1-a/machineTypes/a4-highgpu-8g", "scheduling": {}}
+    assert list(rules.gpu_vm_terminates_on_maintenance(rules.GCP_INSTANCE, url))
+
+
+def test_a_standalone_instance_boot_disk_without_the_key_fires() -> None:
+    props = {
+        "machineType": "a3-megagpu-8g",
+        "labels": dict(LABELS),
+        "networkInterfaces": [{"network": "host-vpc"}],
+        "bootDisk": {"initializeParams": {"image": "img"}},
+        "scheduling": {"onHostMaintenance": "TERMINATE"},
+        "serviceAccount": {"email": "n@p.iam.gserviceaccount.com"},
+    }
+    vm = Resource(rules.GCP_INSTANCE, "vm", props)
+    key = Resource(rules.GCP_KMS_KEY, "key", {"keyRing": "ring", "labels": dict(LABELS)})
+    assert check([vm]) == []
+    assert "gcp-cmek-everywhere" in _fired([vm, key])
+    keyed = Resource(vm.type, vm.name, {**props, "bootDisk": {**props["bootDisk"], "kmsKeySelfLink": KEY}})
+    assert check([keyed, key]) == []
+
+
+def test_iap_range_may_reach_ssh_but_its_neighbours_may_not() -> None:
+    def firewall(ranges: list[str]) -> Resource:
+        props = {
+            "direction": "INGRESS",
+            "allows": [{"protocol": "tcp", "ports": ["22"]}],
+            "sourceRanges": ranges,
+        }
+        return Resource(rules.GCP_FIREWALL, "ssh", props)
+
+    assert check([firewall([rules.GCP_IAP_RANGE])]) == []
+    assert "ssh-not-from-internet" in _fired([firewall(["35.235.240.0/19"])])
+    assert "ssh-not-from-internet" in _fired([firewall([rules.GCP_IAP_RANGE, "0.0.0.0/0"])])
