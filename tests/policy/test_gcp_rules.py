@@ -186,7 +186,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     return change
 
 
-GPU_VIOLATIONS = [
+GPU_VIOLATIONS: list[tuple[str, str, str, Any]] = [
     ("no-public-ip", rules.GCP_TEMPLATE, "networkInterfaces.0.accessConfigs", [{"networkTier": "PREMIUM"}]),
     ("no-public-ip", rules.GCP_TEMPLATE, "networkInterfaces.4.accessConfigs", [{}]),
     (
@@ -232,7 +232,7 @@ def test_each_gpu_fleet_violation_fires_its_rule(rule: str, type_: str, path: st
     assert rule in fired
 
 
-TPU_VIOLATIONS = [
+TPU_VIOLATIONS: list[tuple[str, str, Any]] = [
     ("no-public-ip", "tpu.nodeSpecs.0.node.networkConfig.enableExternalIps", True),
     ("no-public-ip", "tpu.nodeSpecs.1.node.networkConfig.enableExternalIps", None),
     ("no-public-ip", "tpu.nodeSpecs.0.node.networkConfig", None),
@@ -288,7 +288,7 @@ def test_terminate_applies_to_gpu_families_and_attached_gpus_only() -> None:
 
 
 def test_a_standalone_instance_boot_disk_without_the_key_fires() -> None:
-    props = {
+    props: dict[str, Any] = {
         "machineType": "a3-megagpu-8g",
         "labels": dict(LABELS),
         "networkInterfaces": [{"network": "host-vpc"}],
