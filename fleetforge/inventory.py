@@ -13,7 +13,8 @@ Every group is written even when empty, so site.yml's plays match a group rather
 An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet is one scale-out
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
 plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
-node_filter, reaching nodes by private address), with the same groups and variables.
+node_filter; GCP: google.cloud.gcp_compute filtered by the group's labels, for a managed instance
+group or a TPU slice's VMs; nodes reached by private address), with the same groups and variables.
 
 Every value comes from a spec or stack outputs, so it is data: in a static inventory every string
 is tagged `!unsafe` (Ansible never templates it) and host names must be plain host names; in the
@@ -27,6 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from fleet import regions
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.spec import FleetSpec
 from validation.reports import ansible_yaml
@@ -54,6 +56,23 @@ _COMPOSE_SOURCE = {
     "lustre_client_mgs_nids": "storage.mount_source",
     "lustre_client_fsname": "storage.mount_source",
     "lustre_client_mount_point": "storage.mount_point",
+}
+
+
+# GCP grammars (https://cloud.google.com/compute/docs/naming-resources,
+# https://cloud.google.com/resource-manager/docs/creating-managing-projects,
+# https://cloud.google.com/compute/docs/labeling-resources): in none of them can a template, a
+# quote or a filter operator be spelled, so values that pass are written into filters and compose.
+_GCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_GCP_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_GCP_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_GCP_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+GCP_GROUP_KINDS = ("gcp-managed-instance-group", "gcp-tpu-queued-resource")
+SUPPORTED_GROUP_KINDS = ("aws-autoscaling-group", *GCP_GROUP_KINDS)
+# Where each plugin looks for its configuration: a file name ending in one of these.
+PLUGIN_FILE_SUFFIXES = {
+    "amazon.aws.aws_ec2": ("aws_ec2.yml", "aws_ec2.yaml"),
+    "google.cloud.gcp_compute": ("gcp_compute.yml", "gcp_compute.yaml", "gcp.yml", "gcp.yaml"),
 }
 
 
@@ -141,10 +160,12 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
             raise InventoryError("storage", "expected a mapping or null")
         storage = _lustre_from_outputs(storage_out)
     kind = group.get("kind")
+    if kind in GCP_GROUP_KINDS:
+        return _gcp_compute(fleet, group, sku, storage)
     if kind != "aws-autoscaling-group":
         raise InventoryError(
             "group.kind",
-            f"{kind!r} has no inventory plugin mapping yet; supported: aws-autoscaling-group",
+            f"{kind!r} has no inventory plugin mapping; supported: {', '.join(SUPPORTED_GROUP_KINDS)}",
         )
     node_filter = group.get("node_filter")
     if not isinstance(node_filter, Mapping) or not node_filter:
@@ -153,15 +174,7 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(region, str) or not region:
         raise InventoryError("group.region", "required to list the group's instances")
     groups = _groups(sku, storage)
-    # Jinja conditions: a node of this group belongs to every group the SKU and spec imply.
-    # The plugin's compose sets per-host variables; group-level facts are the same for every node.
-    compose: dict[str, str] = {"ansible_host": "private_ip_address"}
-    merged: dict[str, Any] = _fleet_vars(str(fleet.get("name", "")), sku, {})
-    for g, gvars in _group_vars(sku, storage).items():
-        if groups[g]:
-            merged.update(gvars)
-    for key, value in merged.items():
-        compose[key] = _jinja_literal(value, _COMPOSE_SOURCE.get(key, f"compose.{key}"))
+    compose = {"ansible_host": "private_ip_address", **_composed_literals(fleet, sku, storage, groups, {})}
     return {
         "plugin": "amazon.aws.aws_ec2",
         "regions": [ansible_yaml.Unsafe(region)],
@@ -175,6 +188,108 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _composed_literals(
+    fleet: Mapping[str, Any],
+    sku: Sku,
+    storage: Mapping[str, Any] | None,
+    groups: Mapping[str, bool],
+    extra: Mapping[str, Any],
+) -> dict[str, str]:
+    """Compose entries for the values every node of the group shares, as Jinja literals.
+
+    The plugin's compose sets per-host variables; group-level facts are the same for every node,
+    and a node belongs to every group the SKU and spec imply."""
+    merged: dict[str, Any] = _fleet_vars(str(fleet.get("name", "")), sku, {})
+    for g, gvars in _group_vars(sku, storage).items():
+        if groups[g]:
+            merged.update(gvars)
+    merged.update(extra)
+    return {
+        key: _jinja_literal(value, _COMPOSE_SOURCE.get(key, f"compose.{key}"))
+        for key, value in merged.items()
+    }
+
+
+def _gcp_compute(
+    fleet: Mapping[str, Any], group: Mapping[str, Any], sku: Sku, storage: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """google.cloud.gcp_compute for a managed instance group or a TPU slice's VMs.
+
+    Nodes are listed by the labels every node of the group carries (group.node_filter), in the
+    group's project and zone (a regional group: every zone of its region), running ones only, and
+    named by instance name, which the burn-in results and the gate's rejects use. Each host gets
+    the identifiers the gcp-recreate action reads: gce_project, gce_zone, gce_instance from the
+    instance itself, gce_mig (and gce_mig_region for a regional group) from the outputs."""
+    kind = str(group.get("kind"))
+    project = _gcp_text(group.get("project"), _GCP_PROJECT, "group.project", "a GCP project id")
+    region = _gcp_text(group.get("region") or fleet.get("region"), _GCE_NAME, "group.region", "a GCP region")
+    if region not in regions.regions("gcp"):
+        raise InventoryError("group.region", f"{region!r} is not a GCP region fleetforge knows")
+    zone_value = group.get("zone")
+    zone = None if zone_value is None else _gcp_text(zone_value, _GCE_NAME, "group.zone", "a GCP zone")
+    known_zones = regions.zones("gcp", region)
+    if zone is not None and zone not in known_zones:
+        raise InventoryError("group.zone", f"{zone!r} is not a zone of {region}: {', '.join(known_zones)}")
+    if zone is None and kind != "gcp-managed-instance-group":
+        raise InventoryError("group.zone", "required: a TPU slice lives in one zone")
+    ids: dict[str, Any] = {"gce_project": project}
+    if kind == "gcp-managed-instance-group":
+        ids["gce_mig"] = _gcp_text(
+            group.get("name"), _GCE_NAME, "group.name", "a managed instance group name"
+        )
+        if zone is None:  # a regional group: recreation goes through the region's API
+            ids["gce_mig_region"] = region
+    groups = _groups(sku, storage)
+    compose = {
+        # Nodes have no external address: Ansible reaches them on the first interface's private IP.
+        "ansible_host": "networkInterfaces[0].networkIP",
+        # The plugin's own host vars: the instance's name and its zone's short name.
+        "gce_instance": "name",
+        "gce_zone": "zone",
+        **_composed_literals(fleet, sku, storage, groups, ids),
+    }
+    return {
+        "plugin": "google.cloud.gcp_compute",
+        "auth_kind": "application",  # Application Default Credentials, as the gcp-recreate action
+        "projects": [ansible_yaml.Unsafe(project)],
+        "zones": [ansible_yaml.Unsafe(z) for z in ([zone] if zone else known_zones)],
+        "filters": [
+            ansible_yaml.Unsafe(f)
+            for f in [*_gcp_label_filters(group.get("node_filter")), "status = RUNNING"]
+        ],
+        "hostnames": ["name"],
+        "compose": compose,
+        "groups": {g: "true" if members else "false" for g, members in groups.items()},
+    }
+
+
+def _gcp_text(value: Any, grammar: re.Pattern[str], field: str, what: str) -> str:
+    if not isinstance(value, str) or not grammar.fullmatch(value):
+        raise InventoryError(field, f"{value!r} is not {what} (allowed: {grammar.pattern})")
+    return value
+
+
+def _gcp_label_filters(node_filter: Any) -> list[str]:
+    """`labels.KEY = "VALUE"` filter expressions of the instances list API, one per label."""
+    if not isinstance(node_filter, Mapping) or not node_filter:
+        raise InventoryError(
+            "group.node_filter", 'expected a non-empty mapping of "labels.<key>" -> label value'
+        )
+    filters = []
+    for key, value in node_filter.items():
+        label = str(key).removeprefix("labels.")
+        if not str(key).startswith("labels.") or not _GCP_LABEL_KEY.fullmatch(label):
+            raise InventoryError(
+                "group.node_filter", f"{key!r}: allowed: labels.<key>, key {_GCP_LABEL_KEY.pattern}"
+            )
+        if not isinstance(value, str) or not _GCP_LABEL_VALUE.fullmatch(value):
+            raise InventoryError(
+                f"group.node_filter.{key}", f"{value!r} is no GCP label value ({_GCP_LABEL_VALUE.pattern})"
+            )
+        filters.append(f'labels.{label} = "{value}"')
+    return filters
+
+
 def render(inventory: Mapping[str, Any], source: str) -> str:
     header = (
         f"# Ansible inventory written by `fleetforge inventory` from {source}; regenerate, do not edit.\n"
@@ -183,12 +298,10 @@ def render(inventory: Mapping[str, Any], source: str) -> str:
 
 
 def default_output_name(inventory: Mapping[str, Any], fleet_name: str) -> str:
-    """amazon.aws.aws_ec2 only reads files named *aws_ec2.yml; static inventories take any name."""
-    return (
-        f"{fleet_name}.aws_ec2.yml"
-        if inventory.get("plugin") == "amazon.aws.aws_ec2"
-        else f"{fleet_name}.yml"
-    )
+    """A plugin only reads files named for it (*aws_ec2.yml, *gcp_compute.yml); static
+    inventories take any name."""
+    suffixes = PLUGIN_FILE_SUFFIXES.get(str(inventory.get("plugin")))
+    return f"{fleet_name}.{suffixes[0]}" if suffixes else f"{fleet_name}.yml"
 
 
 # --------------------------------------------------------------------------- shared pieces

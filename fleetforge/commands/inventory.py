@@ -2,7 +2,7 @@
 
 Exit codes (docs/exit-codes.md): 0 written, 64 neither or both inputs, 65 the spec or the outputs
 cannot make an inventory (named field), 66 an input file missing or unreadable; 64 also when
--o cannot be written.
+-o cannot be written or is named so the cloud's plugin would not read it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from rich.text import Text
 from fleet.atomic import write_atomic
 from fleetforge import exitcodes
 from fleetforge.console import err, fail, load_spec_or_exit
-from fleetforge.inventory import InventoryError, from_spec, from_stack_outputs, render
+from fleetforge.inventory import PLUGIN_FILE_SUFFIXES, InventoryError, from_spec, from_stack_outputs, render
 
 
 def inventory(
@@ -35,7 +35,9 @@ def inventory(
     output: Annotated[
         Path | None,
         typer.Option(
-            "-o", "--output", help="Write here instead of stdout (aws_ec2 needs a name ending aws_ec2.yml)."
+            "-o",
+            "--output",
+            help="Write here instead of stdout (the plugins need names ending aws_ec2.yml or gcp_compute.yml).",
         ),
     ] = None,
 ) -> None:
@@ -52,13 +54,13 @@ def inventory(
             source = str(stack_outputs)
     except InventoryError as exc:
         fail(f"{source_name(spec, stack_outputs)}: {exc}", exitcodes.DATA)
-    if (
-        output is not None
-        and doc.get("plugin") == "amazon.aws.aws_ec2"
-        and not output.name.endswith(("aws_ec2.yml", "aws_ec2.yaml"))
-    ):
+    plugin = str(doc.get("plugin", ""))
+    suffixes = PLUGIN_FILE_SUFFIXES.get(plugin)
+    if output is not None and suffixes and not output.name.endswith(suffixes):
         fail(
-            f"-o {output}: the aws_ec2 inventory plugin only reads files named *aws_ec2.yml", exitcodes.USAGE
+            f"-o {output}: the {plugin.rpartition('.')[2]} inventory plugin only reads files named "
+            f"*{suffixes[0]}",
+            exitcodes.USAGE,
         )
     text = render(doc, source)
     if output is None:

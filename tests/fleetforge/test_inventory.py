@@ -20,6 +20,9 @@ from fleetforge.inventory import GROUPS, InventoryError, from_spec, from_stack_o
 from tests.conftest import EXAMPLES
 from tests.hostile.ansible_check import ansible_hostvars, plain
 from tests.hostile.conftest import Canary
+from validation.actions.gcp import GcpRecreate
+from validation.actions.hostvars import ids_from_hostvars
+from validation.actions.model import RejectedNode
 from validation.reports import ansible_yaml
 
 BIN = Path(sys.executable).parent
@@ -364,3 +367,227 @@ def test_a_failed_write_is_one_line_and_leaves_the_old_file(
     code, _, err = run(capsys, "inventory", spec, "-o", str(out))
     assert code == exitcodes.USAGE and "No space left on device" in err and "Traceback" not in err
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["inv.yml"]
+
+
+# --------------------------------------------------------------------------- GCP
+
+
+def gcp_outputs(*, zone: str | None = "us-central1-a", tpu: bool = False, **storage: Any) -> dict[str, Any]:
+    """GCP stack outputs as the GCP component exports them (the group carries project and zone)."""
+    sku = "tpu-v5e" if tpu else "a3-megagpu-8g"
+    return {
+        "fleet": {"name": "a3mega", "cloud": "gcp", "sku": sku, "region": "us-central1", "nodes": 8},
+        "group": {
+            "kind": "gcp-tpu-queued-resource" if tpu else "gcp-managed-instance-group",
+            "name": "a3mega-nodes",
+            "project": "ml-research-1",
+            "region": "us-central1",
+            "zone": zone,
+            "node_filter": {"labels.fleetforge-group": "a3mega-nodes"},
+        },
+        "fabric": {"kind": "gpudirect-tcpxo", "nics": 8},
+        "storage": storage or None,
+        "checkpoints": None,
+        "tags": {"owner": "ml"},
+    }
+
+
+def gce_instance(name: str, zone: str = "us-central1-a", project: str = "ml-research-1") -> dict[str, Any]:
+    """One instance as the Compute Engine instances.aggregatedList API returns it."""
+    api = "https://www.googleapis.com/compute/v1"
+    return {
+        "name": name,
+        "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
+        "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/{name}",
+        "status": "RUNNING",
+        "labels": {"fleetforge-group": "a3mega-nodes"},
+        "networkInterfaces": [
+            {
+                "networkIP": "10.0.0.7",
+                "network": f"{api}/projects/{project}/global/networks/host-vpc",
+                "subnetwork": f"{api}/projects/{project}/regions/{zone[:-2]}/subnetworks/host-subnet",
+            }
+        ],
+        "machineType": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/machineTypes/x",
+    }
+
+
+# Runs the installed google.cloud.gcp_compute plugin over an inventory file with its one API call
+# (instances.aggregatedList) answered from a file; prints hosts, their groups and vars, and what
+# the plugin asked. In a child process: the collection loader Ansible's CLI installs stays there.
+_GCP_PLUGIN_RUN = """
+import json, sys
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader()
+from ansible_collections.google.cloud.plugins.inventory import gcp_compute
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+asked = []
+def fetch_list(self, params, link, query):
+    asked.append([link, query])
+    return json.load(open(sys.argv[2]))
+gcp_compute.InventoryModule.fetch_list = fetch_list
+manager = InventoryManager(loader=DataLoader(), sources=[sys.argv[1]])
+hosts = {
+    h.name: {"groups": sorted(g.name for g in h.get_groups()), "vars": h.get_vars()}
+    for h in manager.get_hosts()
+}
+print(json.dumps({"asked": asked, "hosts": hosts}, default=str))
+"""
+
+
+def gcp_plugin_inventory(
+    path: Path, instances: dict[str, list[dict[str, Any]]]
+) -> tuple[dict[str, Any], list[list[str]]]:
+    """The real google.cloud.gcp_compute plugin parsing `path`, its API call answered with
+    `instances` (zone key -> instances); returns hosts (groups, vars) and the (link, filter) asked."""
+    answer = path.with_name("instances.json")
+    answer.write_text(json.dumps(instances))
+    done = subprocess.run(
+        [sys.executable, "-c", _GCP_PLUGIN_RUN, str(path), str(answer)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    return data["hosts"], data["asked"]
+
+
+def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "outputs.json"
+    src.write_text(
+        json.dumps(
+            gcp_outputs(kind="managed-lustre", mount_source="10.9.0.2@tcp:/lfs", mount_point="/lustre")
+        )
+    )
+    target = tmp_path / "a3mega.gcp_compute.yml"
+    code, _, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(target))
+    assert code == exitcodes.OK, err
+    doc = ansible_yaml.load(target.read_text())
+    assert doc["plugin"] == "google.cloud.gcp_compute"
+    assert doc["projects"] == ["ml-research-1"] and doc["zones"] == ["us-central1-a"]
+    assert doc["filters"] == ['labels.fleetforge-group = "a3mega-nodes"', "status = RUNNING"]
+    assert doc["groups"]["gpu_nodes"] == "true" and doc["groups"]["lustre_clients"] == "true"
+    assert doc["groups"]["ib_nodes"] == "false"  # TCPXO is not RDMA
+
+    hosts, asked = gcp_plugin_inventory(
+        target,
+        {"zones/us-central1-a": [gce_instance("a3mega-x1b2"), gce_instance("a3mega-q9z8")]},
+    )
+    assert asked == [
+        [
+            "https://www.googleapis.com/compute/v1/projects/ml-research-1/aggregated/instances",
+            '(labels.fleetforge-group = "a3mega-nodes") (status = RUNNING)',
+        ]
+    ]
+    assert set(hosts) == {"a3mega-x1b2", "a3mega-q9z8"}
+    assert {"gpu_nodes", "lustre_clients"} <= set(hosts["a3mega-x1b2"]["groups"])
+    assert "ib_nodes" not in hosts["a3mega-x1b2"]["groups"]
+    hostvars = hosts["a3mega-x1b2"]["vars"]
+    ids = ids_from_hostvars(hostvars, host="a3mega-x1b2")
+    assert (ids.gce_project, ids.gce_zone, ids.gce_instance, ids.gce_mig, ids.gce_mig_region) == (
+        "ml-research-1",
+        "us-central1-a",
+        "a3mega-x1b2",
+        "a3mega-nodes",
+        None,
+    )
+    assert hostvars["ansible_host"] == "10.0.0.7"
+    assert hostvars["lustre_client_mgs_nids"] == ["10.9.0.2@tcp"]
+    node = RejectedNode(name="a3mega-x1b2", reasons=("slow",), ids=ids)
+    action = GcpRecreate()
+    assert action.node_problems(node) == []
+    (step,) = action.plan([node])
+    assert step.calls[0].params["instance_group_manager"] == "a3mega-nodes"
+    assert step.calls[0].params["zone"] == "us-central1-a"
+    # Every key written is an option the installed plugin documents.
+    docs = subprocess.run(
+        [str(BIN / "ansible-doc"), "-t", "inventory", "google.cloud.gcp_compute", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    options = json.loads(docs.stdout)["google.cloud.gcp_compute"]["doc"]["options"]
+    assert set(doc) - {"plugin"} <= set(options)
+
+
+def test_a_regional_group_lists_every_zone_and_recreates_through_the_region(tmp_path: Path) -> None:
+    doc = from_stack_outputs(gcp_outputs(zone=None))
+    assert doc["zones"] == ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"]
+    target = tmp_path / "a3mega.gcp_compute.yml"
+    target.write_text(render(doc, "test"))
+    hosts, _ = gcp_plugin_inventory(
+        target, {"zones/us-central1-b": [gce_instance("a3mega-b1", zone="us-central1-b")]}
+    )
+    ids = ids_from_hostvars(hosts["a3mega-b1"]["vars"], host="a3mega-b1")
+    assert (ids.gce_zone, ids.gce_mig_region) == ("us-central1-b", "us-central1")
+    node = RejectedNode(name="a3mega-b1", reasons=("slow",), ids=ids)
+    assert GcpRecreate().node_problems(node) == []
+    (step,) = GcpRecreate().plan([node])
+    assert step.calls[0].target == "RegionInstanceGroupManagersClient"
+
+
+def test_tpu_slice_hosts_are_listed_without_a_managed_group(
+    tmp_path: Path,
+) -> None:
+    outputs = gcp_outputs(tpu=True, zone="us-central1-a")
+    doc = from_stack_outputs(outputs)
+    assert "gce_mig" not in doc["compose"]  # a slice is replaced whole, not through a MIG
+    assert doc["groups"]["gpu_nodes"] == "false" and doc["groups"]["ib_nodes"] == "false"
+    target = tmp_path / "tpu.gcp_compute.yml"
+    target.write_text(render(doc, "test"))
+    hosts, _ = gcp_plugin_inventory(
+        target, {"zones/us-central1-a": [gce_instance(f"t1v-n-5e-w-{i}") for i in range(8)]}
+    )
+    assert len(hosts) == 8
+    ids = ids_from_hostvars(hosts["t1v-n-5e-w-3"]["vars"], host="t1v-n-5e-w-3")
+    assert (ids.gce_project, ids.gce_zone, ids.gce_instance, ids.gce_mig) == (
+        "ml-research-1",
+        "us-central1-a",
+        "t1v-n-5e-w-3",
+        None,
+    )
+    outputs["group"]["zone"] = None
+    with pytest.raises(InventoryError) as info:
+        from_stack_outputs(outputs)
+    assert info.value.field == "group.zone"
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "field"),
+    [
+        ("group", "project", None, "group.project"),
+        ("group", "project", "ML_Research", "group.project"),
+        ("group", "project", "{{ lookup('pipe', 'id') }}", "group.project"),
+        ("group", "name", "a3mega nodes", "group.name"),
+        ("group", "zone", "us-east1-b", "group.zone"),
+        ("group", "region", "moon-central1", "group.region"),
+        ("group", "node_filter", {}, "group.node_filter"),
+        ("group", "node_filter", {"fleet": "a3mega"}, "group.node_filter"),
+        ("group", "node_filter", {"labels.fleet": 'x" OR name = "y'}, "group.node_filter.labels.fleet"),
+        ("group", "node_filter", {"labels.Fleet": "a3mega"}, "group.node_filter"),
+    ],
+)
+def test_gcp_outputs_that_cannot_list_the_group_name_the_field(
+    section: str, key: str, value: Any, field: str
+) -> None:
+    outputs = gcp_outputs()
+    outputs[section][key] = value
+    with pytest.raises(InventoryError) as info:
+        from_stack_outputs(outputs)
+    assert info.value.field == field
+
+
+def test_gcp_inventory_must_be_named_for_its_plugin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "outputs.json"
+    src.write_text(json.dumps(gcp_outputs()))
+    code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(tmp_path / "a3.yml"))
+    assert code == exitcodes.USAGE and "gcp_compute.yml" in err and stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs.json"]
