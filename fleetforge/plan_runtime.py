@@ -37,15 +37,33 @@ PROJECT = "fleetforge"
 STACK = "plan"
 MOCK_ACCOUNT = "123456789012"
 MOCK_ROOT_DEVICE = "/dev/sda1"
+MOCK_PROJECT = "fleetforge-plan"
 # The provider modules the AWS stack uses. Loading them warns about classes the stack never uses
 # (s3.BucketV2 and friends); load them once here, quietly, instead of inside every test's output.
 AWS_MODULES = ("autoscaling", "ec2", "fsx", "iam", "kms", "s3", "ssm", "vpc")
+
+# The same for the GCP stack's modules, when the GCP provider is installed.
+GCP_MODULES = (
+    "compute",
+    "lustre",
+    "organizations",
+    "projects",
+    "serviceaccount",
+    "servicenetworking",
+    "storage",
+    "tpu",
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     for _module in AWS_MODULES:
         # Reading any public attribute makes the lazily imported module load.
         getattr(importlib.import_module(f"pulumi_aws.{_module}"), "get_tags", None)
+    for _module in GCP_MODULES:
+        try:
+            getattr(importlib.import_module(f"pulumi_gcp.{_module}"), "get_tags", None)
+        except ImportError:
+            break
 
 
 class MockMissingError(RuntimeError):
@@ -109,6 +127,8 @@ class FleetMocks(pulumi.runtime.Mocks):
     recorded: list[Recorded] = field(default_factory=list)
 
     def new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        if args.typ.startswith("gcp:"):
+            return self._new_gcp_resource(args)
         inputs = _plain(dict(args.inputs))
         typ, logical = args.typ, args.name
         name = self._physical_name(typ, logical, inputs)
@@ -127,8 +147,59 @@ class FleetMocks(pulumi.runtime.Mocks):
             state.update(allocationId=rid, publicIp="192.0.2.10")  # documentation range
         return rid, state
 
+    def _new_gcp_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        """GCP resources: ids are the API's relative resource names, self links the v1 URLs of them."""
+        inputs = _plain(dict(args.inputs))
+        typ, logical = args.typ, args.name
+        name = self._physical_name(typ, logical, inputs)
+        if typ == "gcp:compute/instanceTemplate:InstanceTemplate" and isinstance(
+            inputs.get("namePrefix"), str
+        ):
+            name = f"{inputs['namePrefix']}{_digest(typ, logical, length=12)}"
+        rid = _gcp_id(typ, name, self.region, self.zone, inputs)
+        state: dict[str, Any] = {**inputs, "id": rid, "name": name, "project": MOCK_PROJECT}
+        if typ.startswith("gcp:compute/"):
+            state["selfLink"] = f"{GCP_COMPUTE_API}/{rid}"
+        if typ == "gcp:compute/instanceTemplate:InstanceTemplate":
+            state["selfLinkUnique"] = f"{GCP_COMPUTE_API}/{rid}?uniqueId={_digest(rid, length=19)}"
+        elif typ == "gcp:compute/instanceGroupManager:InstanceGroupManager":
+            state["instanceGroup"] = (
+                f"{GCP_COMPUTE_API}/projects/{MOCK_PROJECT}/zones/{self.zone}/instanceGroups/{name}"
+            )
+        elif typ == "gcp:serviceaccount/account:Account":
+            email = f"{inputs.get('accountId')}@{MOCK_PROJECT}.iam.gserviceaccount.com"
+            state.update(email=email, member=f"serviceAccount:{email}", uniqueId=_digest(email, length=21))
+        elif typ == "gcp:storage/bucket:Bucket":
+            state.update(url=f"gs://{name}", selfLink=f"https://www.googleapis.com/storage/v1/b/{name}")
+        elif typ == "gcp:lustre/instance:Instance":
+            # A documentation-range address: the mount source's shape, not a real server.
+            state["mountPoint"] = f"192.0.2.20@tcp:/{inputs.get('filesystem')}"
+        self.recorded.append(Recorded(typ, logical, inputs, rid))
+        return rid, state
+
     def call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         a = args.args
+        if args.token == "gcp:organizations/getClientConfig:getClientConfig":
+            return {
+                "id": MOCK_PROJECT,
+                "project": MOCK_PROJECT,
+                "region": self.region,
+                "zone": self.zone,
+                "accessToken": "",
+            }, []
+        if args.token == "gcp:compute/getImage:getImage":
+            project = str(a.get("project") or MOCK_PROJECT)
+            family = str(a.get("family") or a.get("name") or "image")
+            image = f"{family}-v{_digest(project, family, length=8)}"
+            rid = f"projects/{project}/global/images/{image}"
+            return {
+                "id": rid,
+                "name": image,
+                "family": family,
+                "project": project,
+                "selfLink": f"{GCP_COMPUTE_API}/{rid}",
+                "status": "READY",
+            }, []
         if args.token == "aws:index/getPartition:getPartition":
             return {
                 "id": "aws",
@@ -220,6 +291,35 @@ class FleetMocks(pulumi.runtime.Mocks):
             return f"arn:aws:kms:{self.region}:{MOCK_ACCOUNT}:key/{rid}"
         kind = typ.rsplit(":", 1)[-1].lower()
         return f"arn:aws:{service}:{self.region}:{MOCK_ACCOUNT}:{kind}/{rid}"
+
+
+GCP_COMPUTE_API = "https://www.googleapis.com/compute/v1"
+# Where each GCP resource type lives, to shape its id like the API's relative resource name.
+_GCP_SCOPE = {
+    "gcp:compute/network:Network": "global/networks",
+    "gcp:compute/globalAddress:GlobalAddress": "global/addresses",
+    "gcp:compute/firewall:Firewall": "global/firewalls",
+    "gcp:compute/instanceTemplate:InstanceTemplate": "global/instanceTemplates",
+    "gcp:compute/subnetwork:Subnetwork": "regions/{region}/subnetworks",
+    "gcp:compute/router:Router": "regions/{region}/routers",
+    "gcp:compute/resourcePolicy:ResourcePolicy": "regions/{region}/resourcePolicies",
+    "gcp:compute/instanceGroupManager:InstanceGroupManager": "zones/{zone}/instanceGroupManagers",
+    "gcp:compute/resizeRequest:ResizeRequest": "zones/{zone}/resizeRequests",
+    "gcp:tpu/v2QueuedResource:V2QueuedResource": "locations/{zone}/queuedResources",
+    "gcp:lustre/instance:Instance": "locations/{zone}/instances",
+    "gcp:serviceaccount/account:Account": "serviceAccounts",
+}
+
+
+def _gcp_id(typ: str, name: str, region: str, zone: str, inputs: Mapping[str, Any]) -> str:
+    if typ == "gcp:serviceaccount/account:Account":
+        return f"projects/{MOCK_PROJECT}/serviceAccounts/{inputs.get('accountId')}@{MOCK_PROJECT}.iam.gserviceaccount.com"
+    if typ == "gcp:lustre/instance:Instance" and isinstance(inputs.get("instanceId"), str):
+        name = inputs["instanceId"]
+    scope = _GCP_SCOPE.get(typ)
+    if scope is None:
+        return name
+    return f"projects/{MOCK_PROJECT}/{scope.format(region=region, zone=zone)}/{name}"
 
 
 class _Collect(logging.Handler):

@@ -9,10 +9,13 @@ resource, exactly like `fleetforge spec check` reports spec errors.
 
 from __future__ import annotations
 
+import ipaddress
+
 from fleet.network import vpc_range_problem
 from fleet.spec import FleetSpec
+from stacks import gcp_layout
 
-PROVISIONED_CLOUDS = ("aws",)
+PROVISIONED_CLOUDS = ("aws", "gcp")
 
 
 def spec_problems(spec: FleetSpec) -> list[tuple[str, str]]:
@@ -33,6 +36,8 @@ def spec_problems(spec: FleetSpec) -> list[tuple[str, str]]:
                 f"allowed here: {', '.join(PROVISIONED_CLOUDS)}",
             )
         ]
+    if spec.cloud == "gcp":
+        return list(_gcp_problems(spec))
     return list(_aws_problems(spec))
 
 
@@ -49,3 +54,48 @@ def _vpc_range_problems(spec: FleetSpec) -> list[tuple[str, str]]:
     # that was built without validation.
     problem = vpc_range_problem(spec.network.vpc_cidr, spec.size)
     return [("network.vpc_cidr", problem)] if problem else []
+
+
+def _gcp_problems(spec: FleetSpec) -> list[tuple[str, str]]:
+    # The GCP stack lays out one VPC per catalog network (stacks.gcp_layout), so it cannot reuse
+    # one existing network, and its firewall names sources by address.
+    problems: list[tuple[str, str]] = []
+    sku = spec.catalog_sku
+    net = spec.network
+    for path, value in (("network.vpc_id", net.vpc_id), ("network.subnet_id", net.subnet_id)):
+        if value is not None:
+            problems.append(
+                (
+                    path,
+                    f"the gcp stack creates its own VPCs ({gcp_layout.subnets_needed(sku)} subnets, "
+                    "one per NIC network, from network.vpc_cidr); allowed: omit it",
+                )
+            )
+    if net.bastion is not None and not _is_ipv4(net.bastion):
+        problems.append(("network.bastion", f"{net.bastion!r}: on gcp, allowed: an IPv4 address"))
+    if net.subnet_id is None and net.vpc_id is None:
+        problem = gcp_layout.vpc_range_problem(sku, net.vpc_cidr, spec.size)
+        if problem:
+            problems.append(("network.vpc_cidr", problem))
+    if sku.is_tpu:
+        if spec.capacity.type not in {"on-demand", "queued"}:
+            problems.append(
+                (
+                    "capacity.type",
+                    f"{spec.capacity.type} TPU slices are not provisioned by the stack (its queued "
+                    "resource takes no spot or reservation setting); allowed: on-demand, queued",
+                )
+            )
+        try:
+            gcp_layout.tpu_slice(sku, spec.nodes, spec.image)
+        except ValueError as exc:
+            problems.append(("nodes", str(exc)))
+    return problems
+
+
+def _is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True

@@ -7,6 +7,9 @@ field, which Pulumi prints without a traceback; nothing is created.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pulumi
 
 from fleet.spec import FleetSpec, SpecError, spec_from_mapping
@@ -36,10 +39,18 @@ def read_spec() -> FleetSpec:
 
 def main() -> None:
     spec = read_spec()
-    # Only AWS passes spec_problems today; each cloud's component is imported when it is used so a
-    # program for one cloud does not load the others' providers.
+    outputs = _fleet(spec)
+    for section in SECTIONS:
+        pulumi.export(section, outputs[section])
+
+
+def _fleet(spec: FleetSpec) -> Mapping[str, Any]:
+    # Each cloud's component is imported when it is used, so a program for one cloud does not load
+    # the others' providers. spec_problems has already refused every cloud not listed here.
+    if spec.cloud == "gcp":
+        from stacks.gcp import GcpFleet, GcpFleetArgs
+
+        return GcpFleet(spec.name, GcpFleetArgs.from_spec(spec)).outputs
     from stacks.aws import AwsFleet, AwsFleetArgs
 
-    fleet = AwsFleet(spec.name, AwsFleetArgs.from_spec(spec))
-    for section in SECTIONS:
-        pulumi.export(section, fleet.outputs[section])  # type: ignore[literal-required]
+    return AwsFleet(spec.name, AwsFleetArgs.from_spec(spec)).outputs

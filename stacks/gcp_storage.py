@@ -1,0 +1,121 @@
+"""Fleet storage: Managed Lustre and the Cloud Storage checkpoint bucket.
+
+- Managed Lustre (`lustre.Instance`) in the spec's zone on the primary host VPC, reached through
+  private services access (stacks.gcp_network); capacity and throughput tier come from the spec,
+  which checks them against the tiers' sizes. Encrypted with the fleet's KMS key when one is given.
+- The checkpoint bucket: uniform bucket-level access, public access prevention enforced,
+  versioning on, the fleet's KMS key as default key when given (Google-managed otherwise), and a
+  lifecycle that deletes checkpoints `retention_days` after they were written and replaced or
+  deleted versions `noncurrent_retention_days` after they stopped being current.
+- The nodes' service account may read the bucket and create objects under checkpoints/ only
+  (an IAM condition on the object name); it can neither delete nor overwrite, so versioning and
+  the lifecycle own retention and a compromised node cannot destroy a checkpoint.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pulumi
+import pulumi_gcp as gcp
+
+from stacks.gcp_context import Context
+
+CHECKPOINT_PREFIX = "checkpoints/"
+ABORT_MULTIPART_DAYS = 7
+_FSNAME_UNSAFE = re.compile(r"[^a-z0-9]")
+
+
+def filesystem_name(fleet: str) -> str:
+    """Managed Lustre's file system name: letters and digits, eight at most."""
+    return (_FSNAME_UNSAFE.sub("", fleet.lower()) or "fleet")[:8]
+
+
+def filesystem(
+    ctx: Context, network: gcp.compute.Network, connection: gcp.servicenetworking.Connection | None
+) -> gcp.lustre.Instance | None:
+    fs = ctx.args.filesystem
+    if fs is None:
+        return None
+    return gcp.lustre.Instance(
+        ctx.name("lustre"),
+        gcp.lustre.InstanceArgs(
+            instance_id=ctx.name("lustre")[:63],
+            location=ctx.args.zone,
+            network=network.id,
+            filesystem=filesystem_name(ctx.args.name),
+            capacity_gib=str(fs.capacity_gib),
+            per_unit_storage_throughput=str(fs.throughput_mbps_per_tib),
+            kms_key=ctx.args.kms_key,
+            gke_support_enabled=False,
+            description=f"fleetforge {ctx.args.name}: shared file system",
+            labels=ctx.labels("lustre"),
+        ),
+        # The instance takes its addresses from the peered range, which must exist first.
+        ctx.opts(depends_on=[connection] if connection is not None else None),
+    )
+
+
+def bucket(ctx: Context) -> gcp.storage.Bucket | None:
+    ckpt = ctx.args.checkpoints
+    if ckpt is None:
+        return None
+    kms = ctx.args.kms_key
+    return gcp.storage.Bucket(
+        ctx.name("checkpoints"),
+        gcp.storage.BucketArgs(
+            name=ckpt.bucket,  # None: Pulumi names it after the logical name with a unique suffix
+            location=ctx.args.region.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            versioning=gcp.storage.BucketVersioningArgs(enabled=True),
+            encryption=gcp.storage.BucketEncryptionArgs(default_kms_key_name=kms) if kms else None,
+            force_destroy=False,
+            lifecycle_rules=[
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        age=ckpt.retention_days, with_state="LIVE"
+                    ),
+                ),
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        days_since_noncurrent_time=ckpt.noncurrent_retention_days, with_state="ARCHIVED"
+                    ),
+                ),
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="AbortIncompleteMultipartUpload"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=ABORT_MULTIPART_DAYS),
+                ),
+            ],
+            labels=ctx.labels("checkpoints"),
+        ),
+        ctx.opts(),
+    )
+
+
+def grant_checkpoints(ctx: Context, b: gcp.storage.Bucket, member: pulumi.Input[str]) -> None:
+    """Read the bucket, create (never delete or replace) objects under checkpoints/."""
+    gcp.storage.BucketIAMMember(
+        ctx.name("nodes-read-checkpoints"),
+        gcp.storage.BucketIAMMemberArgs(bucket=b.name, role="roles/storage.objectViewer", member=member),
+        ctx.opts(),
+    )
+    gcp.storage.BucketIAMMember(
+        ctx.name("nodes-write-checkpoints"),
+        gcp.storage.BucketIAMMemberArgs(
+            bucket=b.name,
+            role="roles/storage.objectCreator",
+            member=member,
+            condition=gcp.storage.BucketIAMMemberConditionArgs(
+                title="checkpoint-prefix-only",
+                description=f"create objects under {CHECKPOINT_PREFIX} only",
+                expression=pulumi.Output.concat(
+                    'resource.name.startsWith("projects/_/buckets/', b.name, f'/objects/{CHECKPOINT_PREFIX}")'
+                ),
+            ),
+        ),
+        ctx.opts(),
+    )
