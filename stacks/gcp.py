@@ -19,7 +19,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from stacks import gcp_compute, gcp_network, gcp_storage, gcp_tpu
-from stacks.gcp_context import Context, GcpFleetArgs
+from stacks.gcp_context import GROUP_LABEL, Context, GcpFleetArgs
 from stacks.outputs import (
     CheckpointsSection,
     FabricSection,
@@ -60,10 +60,10 @@ class GcpFleet(pulumi.ComponentResource):
         fs = gcp_storage.filesystem(ctx, net.primary, net.services_connection)
         if who is None:
             slices = gcp_tpu.slices(ctx, net)
-            group, fabric = _tpu_group(args, slices), _tpu_fabric(args, net, slices)
+            group, fabric = _tpu_group(ctx, slices), _tpu_fabric(args, net, slices)
         else:
             compute = gcp_compute.nodes(ctx, net, who)
-            group, fabric = _mig_group(args, compute), _mig_fabric(args, net, compute)
+            group, fabric = _mig_group(ctx, compute), _mig_fabric(args, net, compute)
 
         self.outputs = FleetOutputs(
             fleet=_fleet(args),
@@ -94,40 +94,34 @@ def _fleet(args: GcpFleetArgs) -> FleetSection:
     )
 
 
-def _mig_group(args: GcpFleetArgs, compute: gcp_compute.Compute) -> GroupSection:
+def _mig_group(ctx: Context, compute: gcp_compute.Compute) -> GroupSection:
+    args = ctx.args
     return GroupSection(
         kind="gcp-managed-instance-group",
         name=compute.group.name,
+        project=ctx.project,
         region=args.region,
         zone=args.zone,
         min_size=compute.min_size,
         max_size=compute.max_size,
         desired=compute.desired,
-        node_filter=compute.group.name.apply(
-            lambda n: {"zone": args.zone, "instance_group_manager": n, "base_instance_name": args.name}
-        ),
+        node_filter={f"labels.{GROUP_LABEL}": args.group_label},
     )
 
 
-def _tpu_group(args: GcpFleetArgs, s: gcp_tpu.Slices) -> GroupSection:
+def _tpu_group(ctx: Context, s: gcp_tpu.Slices) -> GroupSection:
+    args = ctx.args
     hosts = s.shape.hosts * len(s.node_ids)
     return GroupSection(
         kind="gcp-tpu-queued-resource",
         name=s.queued.name,
+        project=ctx.project,
         region=args.region,
         zone=args.zone,
         min_size=hosts,
         max_size=hosts,
         desired=hosts,
-        node_filter=s.queued.name.apply(
-            lambda n: {
-                "zone": args.zone,
-                "queued_resource": n,
-                "tpu_nodes": list(s.node_ids),
-                "hosts_per_tpu_node": s.shape.hosts,
-                "list_hosts": [gcp_tpu.host_listing(args.zone, i) for i in s.node_ids],
-            }
-        ),
+        node_filter={f"labels.{GROUP_LABEL}": args.group_label},
     )
 
 
@@ -179,6 +173,10 @@ def _tpu_fabric(args: GcpFleetArgs, net: gcp_network.Networks, s: gcp_tpu.Slices
             "name": s.shape.accelerator_type,
             "topology": s.shape.topology,
             "slices": len(s.node_ids),
+            # How to list the slice VMs (hosts) with the TPU API, one command per slice.
+            "tpu_nodes": list(s.node_ids),
+            "hosts_per_tpu_node": s.shape.hosts,
+            "list_hosts": [gcp_tpu.host_listing(args.zone, i) for i in s.node_ids],
         },
     )
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from stacks.gcp_context import Context
+from stacks.gcp_context import GROUP_LABEL, Context
 from stacks.gcp_layout import NicPlan
 from stacks.gcp_network import Networks
 
@@ -134,7 +134,7 @@ def nodes(ctx: Context, net: Networks, who: Identity) -> Compute:
             ),
             metadata={"enable-oslogin": "TRUE", "block-project-ssh-keys": "TRUE"},
             can_ip_forward=False,
-            labels=ctx.labels("node"),
+            labels={**ctx.labels("node"), GROUP_LABEL: args.group_label},
         ),
         ctx.opts(),
     )

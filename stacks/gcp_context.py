@@ -25,6 +25,8 @@ from stacks.outputs import fleet_tags
 
 CapacityType = Literal["on-demand", "reservation", "spot", "queued"]
 FLEX_START_MAX_RUN_S = 7 * 24 * 3600
+# The label every node of the fleet's group carries: inventory lists nodes by it (group.node_filter).
+GROUP_LABEL = "fleetforge-group"
 _LABEL_UNSAFE = re.compile(r"[^a-z0-9_-]")
 
 
@@ -68,6 +70,10 @@ class GcpFleetArgs:
     @property
     def size(self) -> int:
         return self.nodes + self.spares
+
+    @property
+    def group_label(self) -> str:
+        return label_value(f"{self.name}-nodes")
 
     @classmethod
     def from_spec(cls, spec: FleetSpec) -> GcpFleetArgs:

@@ -11,16 +11,19 @@ fleet        what was asked for
 group        the one scale-out group that holds every node, and how to list its members
   kind        aws-autoscaling-group | gcp-managed-instance-group | gcp-tpu-queued-resource |
               azure-vm-scale-set
-  name, region, zone, min_size, max_size, desired
+  name, region, zone, min_size, max_size, desired; project (GCP only)
   node_filter how to list the nodes with the cloud's own API: a mapping of filter name -> value
-              (AWS: {"tag:aws:autoscaling:groupName": <group name>} for ec2 describe-instances)
+              (AWS: {"tag:aws:autoscaling:groupName": <group name>} for ec2 describe-instances;
+              GCP: {"labels.fleetforge-group": <label value>} for the instances list API)
 fabric       the high-speed network between nodes
   kind (efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband | ici), nic_kind,
   nics (per node), gbps_per_nic, total_gbps (per node),
   interfaces  per-node NIC layout: [{network_card_index, device_index, interface_type}]
   placement   {strategy, name}: the placement group / compact policy / reservation that keeps the
               fabric in one place (AWS: cluster-placement-group with the group's name, or the
-              capacity reservation / Capacity Block id that carries its own placement)
+              capacity reservation / Capacity Block id that carries its own placement; GCP TPU:
+              tpu-slice with the accelerator type, plus topology, slices, tpu_nodes,
+              hosts_per_tpu_node and list_hosts, the commands that list each slice's VMs)
 storage      the shared parallel file system, or None
   kind (fsx-lustre | managed-lustre | amlfs), dns_name (mount target), mount_name, mount_point,
   capacity_gib, throughput_mbps_per_tib, mount_source (what `mount -t lustre` takes)
@@ -33,7 +36,7 @@ tags         the tags every resource carries: owner, fleet, dataset, managed-by,
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from fleet.spec import FleetSpec
 
@@ -58,6 +61,7 @@ class FleetSection(TypedDict):
 class GroupSection(TypedDict):
     kind: str
     name: Any
+    project: NotRequired[Any]  # GCP only: the project the group lives in
     region: str | None
     zone: str | None
     min_size: int
