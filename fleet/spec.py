@@ -7,6 +7,7 @@ path of the field it blames, so `fleetforge spec check` can name it.
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import re
 from collections.abc import Iterator, Mapping
@@ -542,7 +543,62 @@ def spec_from_mapping(data: Any, source: str = "fleetforge:fleet") -> FleetSpec:
     try:
         return FleetSpec.model_validate(dict(data))
     except ValidationError as exc:
-        raise SpecError(source, list(_explain(exc))) from None
+        problems = list(_explain(exc))
+        problems += [p for p in _cross_field_despite_type_errors(data, exc) if p not in problems]
+        raise SpecError(source, problems) from None
+
+
+def _cross_field_despite_type_errors(data: Mapping[str, Any], exc: ValidationError) -> list[tuple[str, str]]:
+    """The cross-field problems of a spec that also has type errors, so one run names them all.
+
+    Pydantic runs the cross-field rules only on a spec whose every field is valid. The spec is
+    validated again without the fields that failed (each removed with the object that holds it, so
+    a default never stands in beside its siblings and breaks a rule of its own); a cross-field
+    problem is reported only where it does not touch a removed field (its default would speak for
+    it). A spec that still cannot be built (a required field was the one that failed) gets only
+    its type errors."""
+    failed = [e for e in exc.errors(include_url=False) if not _is_cross_field(e)]
+    if not failed:
+        return []
+    pruned: Any = copy.deepcopy(dict(data))
+    removed = [_prune(pruned, tuple(e["loc"]), whole_key=e["type"] == "extra_forbidden") for e in failed]
+    try:
+        FleetSpec.model_validate(pruned)
+    except ValidationError as again:
+        if any(not _is_cross_field(e) for e in again.errors(include_url=False)):
+            return []
+        return [
+            (path, msg) for path, msg in _explain(again) if not any(_related(path, gone) for gone in removed)
+        ]
+    return []
+
+
+def _is_cross_field(error: Any) -> bool:
+    return isinstance((error.get("ctx") or {}).get("error"), SpecProblem)
+
+
+def _prune(data: Any, loc: tuple[Any, ...], *, whole_key: bool) -> str:
+    """Remove the object holding the failed field at `loc` (or the unknown key itself) from
+    `data`; a list is removed whole. Returns the dotted path removed."""
+    target = loc if whole_key or len(loc) < 2 else loc[:-1]
+    node, walked = data, []
+    for part in target:
+        if not isinstance(node, dict) or part not in node:
+            break
+        if isinstance(node[part], list) or part == target[-1]:
+            del node[part]
+            walked.append(str(part))
+            return ".".join(walked)
+        node = node[part]
+        walked.append(str(part))
+    return ".".join(walked)
+
+
+def _related(path: str, removed: str) -> bool:
+    """One dotted path is the other or lies inside it."""
+    if not removed:
+        return True  # the whole document was at fault
+    return path == removed or path.startswith(removed + ".") or removed.startswith(path + ".")
 
 
 def _explain(exc: ValidationError) -> Iterator[tuple[str, str]]:

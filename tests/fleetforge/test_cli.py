@@ -76,6 +76,49 @@ def test_missing_file_and_usage_errors(capsys: pytest.CaptureFixture[str], tmp_p
     assert run(capsys, "catalog", "--jsn")[0] == exitcodes.USAGE
 
 
+def test_spec_check_names_every_problem_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = yaml.safe_load((EXAMPLES / "aws-p5-fleet.yaml").read_text())
+    doc["spares"] = "two"  # type errors ...
+    doc["validation"] = {"level": "fast"}
+    doc["capacity"] = {"type": "reservation"}  # ... and cross-field rules
+    doc["storage"]["checkpoints"] = {"retention_days": 3, "noncurrent_retention_days": 9}
+    path = tmp_path / "four.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(capsys, "spec", "check", str(path))
+    assert code == exitcodes.DATA
+    assert f"{path}: 4 problem(s)" in err
+    for field in ("spares", "validation.level", "capacity.reservation_id", "noncurrent_retention_days"):
+        assert field in err
+
+
+def test_spec_check_json_lists_each_file_with_its_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    doc = yaml.safe_load((EXAMPLES / "gcp-a3-mega-fleet.yaml").read_text())
+    doc["nodes"] = 0
+    doc["colour"] = "{{ blue }}"
+    bad.write_text(yaml.safe_dump(doc))
+    good = EXAMPLES / "gcp-tpu-v5e-slice.yaml"
+    code, out, err = run(capsys, "spec", "check", "--json", str(good), str(bad), str(tmp_path / "gone.yaml"))
+    assert code == exitcodes.NO_INPUT, err  # the worst of the three: a file that is not there
+    assert err == ""
+    report = json.loads(out)
+    assert [(e["file"], e["valid"]) for e in report] == [
+        (str(good), True),
+        (str(bad), False),
+        (str(tmp_path / "gone.yaml"), False),
+    ]
+    assert report[0]["problems"] == []
+    fields = {p["field"]: p["message"] for p in report[1]["problems"]}
+    assert set(fields) == {"nodes", "colour"} and "unknown key" in fields["colour"]
+    assert report[2]["problems"] == [{"field": "", "message": "no such file"}]
+    code, out, _ = run(capsys, "spec", "check", "--json", str(good))
+    assert code == exitcodes.OK and json.loads(out)[0]["valid"] is True
+
+
 def test_schema_is_json_schema(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "spec", "schema")
     schema = json.loads(out)
