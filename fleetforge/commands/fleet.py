@@ -208,7 +208,7 @@ def burnin(
     except FleetRunError as exc:
         fail(str(exc), getattr(exitcodes, exc.exit_name))
     result = _judge(run, chosen, sku_from, fleet_spec, min_fleet)
-    write_reports(result, outputs, fleet_spec, strict)
+    write_reports(result, outputs, fleet_spec, strict, spec)
     if as_json:
         from validation.reports.document import to_document
 

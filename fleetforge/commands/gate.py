@@ -158,7 +158,7 @@ def gate(
         fail(printable(str(exc)), exitcodes.DATA)
     finally:
         gc.unfreeze()
-    write_reports(result, outputs, fleet_spec, strict)
+    write_reports(result, outputs, fleet_spec, strict, spec)
     acted = _act(actions, result, hosts_inventory, dry_run) if actions else None
     if as_json:
         from validation.reports.document import to_document
@@ -278,7 +278,11 @@ def _read(inputs: list[Path]) -> list[ResultFile]:
 
 
 def write_reports(
-    result: GateResult, outputs: dict[str, Path | None], fleet_spec: FleetSpec | None, strict: bool
+    result: GateResult,
+    outputs: dict[str, Path | None],
+    fleet_spec: FleetSpec | None,
+    strict: bool,
+    spec_path: Path | None = None,
 ) -> None:
     renderers: dict[str, Callable[[], str]] = {}
     if outputs["--junit"] is not None:
@@ -286,9 +290,10 @@ def write_reports(
 
         renderers["--junit"] = lambda: render_junit(result)
     if outputs["--html"] is not None:
-        from validation.reports.html import render_html
+        from validation.reports.html import Provenance, render_html
 
-        renderers["--html"] = lambda: render_html(result)
+        provenance = Provenance(spec=printable(str(spec_path)) if spec_path is not None else None)
+        renderers["--html"] = lambda: render_html(result, provenance)
     if outputs["--prom"] is not None:
         from validation.reports.prometheus import render_prometheus
 

@@ -167,7 +167,9 @@ def test_html_has_one_plot_per_metric_with_thresholds_and_the_verdicts(result: G
     assert "median" in page and "floor 593.4" in page and "outlier threshold" in page
     assert "READY" in page and "node2" in page and "rejected on gemm_bf16_tflops" in page
     assert "read &lt;900&gt; MB/s &amp; falling" in page and "<900>" not in page  # record text is escaped
-    assert "<script" not in page  # one self-contained page, nothing to fetch or run
+    # One self-contained page: nothing to fetch; the one script is inline (the table sorter).
+    assert page.count("<script") == 1 and "<script>" in page
+    assert " src=" not in page and "<link" not in page and "@import" not in page
 
 
 def test_json_document_round_trips(result: GateResult) -> None:
