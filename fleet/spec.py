@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from fleet import units, yamlsafe
-from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku
+from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku, managed_lustre
 from fleet.grammar import (
     Cidr,
     CloudId,
@@ -57,13 +57,6 @@ FSX_THROUGHPUTS = (125, 250, 500, 1000)
 # 1,200, 2,400, 4,800 GiB). A spec's capacity_tib for FSx therefore means AWS's TiB, so that
 # "2.4" is the size AWS sells, not 2,457.6 GiB, which it refuses.
 FSX_GIB_PER_TIB = 1000
-# Google Cloud Managed Lustre: tier (MB/s per TiB) -> (minimum GiB, step GiB, maximum GiB at that step)
-MANAGED_LUSTRE_TIERS = {
-    1000: (9_000, 9_000, 1_530_000),
-    500: (18_000, 18_000, 3_060_000),
-    250: (36_000, 36_000, 6_120_000),
-    125: (72_000, 72_000, 12_240_000),
-}
 # Azure Managed Lustre AMLFS-Durable-Premium-<tier>: capacity step in TiB
 AMLFS_STEPS_TIB = {40: 48, 125: 16, 250: 8, 500: 4}
 FILESYSTEMS_BY_CLOUD: dict[str, tuple[str, ...]] = {
@@ -119,6 +112,10 @@ class FileSystem(_Strict):
     capacity_gib: StrictCount | None = None
     capacity_tib: StrictNumber | None = Field(default=None, gt=0)
     throughput_mbps_per_tib: StrictCount | None = None
+    tier: Literal["dynamic"] | None = Field(
+        default=None,
+        description="managed-lustre: the Dynamic tier (no throughput_mbps_per_tib; throughput follows use)",
+    )
     mount_point: MountPoint = "/lustre"
     # on-prem clients
     mgs_nids: tuple[LustreNids, ...] | None = Field(
@@ -400,6 +397,9 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
     if fs.capacity_gib is not None and fs.capacity_tib is not None:
         yield "storage.filesystem.capacity_tib", "give capacity_gib or capacity_tib, not both"
         return
+    if fs.tier is not None and fs.kind != "managed-lustre":
+        yield "storage.filesystem.tier", f"the Dynamic tier is Managed Lustre's; {fs.kind} has none"
+        return
     where = f"storage.filesystem.{fs.capacity_field}"
     tput = fs.throughput_mbps_per_tib
     if fs.kind in {"lustre", "beegfs"}:
@@ -422,19 +422,7 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
                 f"{_shown(fs)} is not an FSx PERSISTENT_2 size; allowed: 1.2 TiB or a multiple of 2.4 TiB",
             )
     elif fs.kind == "managed-lustre":
-        if tput not in MANAGED_LUSTRE_TIERS:
-            yield (
-                "storage.filesystem.throughput_mbps_per_tib",
-                f"{tput} is no Managed Lustre tier; allowed: {', '.join(map(str, sorted(MANAGED_LUSTRE_TIERS)))}",
-            )
-            return
-        low, step, high = MANAGED_LUSTRE_TIERS[tput]
-        if fs.gib < low or fs.gib > high or fs.gib % step:
-            yield (
-                where,
-                f"{_shown(fs)} does not fit the {tput} MB/s/TiB tier; allowed: {low:,} to {high:,} GiB "
-                f"in steps of {step:,} GiB",
-            )
+        yield from _managed_lustre_rules(fs, where)
     elif fs.kind == "amlfs":
         if tput not in AMLFS_STEPS_TIB:
             yield (
@@ -449,6 +437,35 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
                 where,
                 f"{_shown(fs)} is not a multiple of {step} TiB, the AMLFS-Durable-Premium-{tput} step",
             )
+
+
+def _managed_lustre_rules(fs: FileSystem, where: str) -> Iterator[tuple[str, str]]:
+    """Capacity per performance tier, both step sizes, and the Dynamic tier (managed_lustre.SOURCE)."""
+    tput = fs.throughput_mbps_per_tib
+    if fs.tier == managed_lustre.DYNAMIC:
+        if tput is not None:
+            yield (
+                "storage.filesystem.throughput_mbps_per_tib",
+                "not allowed with tier: dynamic (its throughput follows the access pattern)",
+            )
+            return
+        tier = managed_lustre.DYNAMIC_TIER
+    elif tput not in managed_lustre.TIERS:
+        yield (
+            "storage.filesystem.throughput_mbps_per_tib",
+            f"{tput} is no Managed Lustre tier; allowed: "
+            f"{', '.join(map(str, sorted(managed_lustre.TIERS)))}, or tier: dynamic ({managed_lustre.SOURCE})",
+        )
+        return
+    else:
+        tier = managed_lustre.TIERS[tput]
+    gib = fs.gib or 0.0
+    if not tier.fits(gib):
+        yield (
+            where,
+            f"{_shown(fs)} does not fit the Managed Lustre {tier.name} tier; allowed: {tier.allowed()} "
+            f"({managed_lustre.SOURCE})",
+        )
 
 
 def _onprem_filesystem_rules(fs: FileSystem) -> Iterator[tuple[str, str]]:
