@@ -144,7 +144,7 @@ def nodes(ctx: Context, net: Networks, who: Identity) -> Compute:
         gcp.compute.InstanceGroupManagerArgs(
             base_instance_name=args.name,
             zone=args.zone,
-            description=f"fleetforge {args.name}: {args.nodes} nodes + {args.spares} spares",
+            description=f"fleetforge {args.name}: the fleet's nodes and hot spares",
             versions=[
                 gcp.compute.InstanceGroupManagerVersionArgs(
                     name="fleet", instance_template=template.self_link

@@ -1,4 +1,4 @@
-"""Plans of AWS fleet specs, shared by the stack, policy and CLI tests.
+"""Plans of AWS and GCP fleet specs, shared by the stack, policy and CLI tests.
 
 Each distinct spec is planned once per test session (a plan runs the whole stack program under
 Pulumi's mocks), so the many small assertions below cost one program run per variant.
@@ -36,9 +36,41 @@ SUBNET = "aws:ec2/subnet:Subnet"
 VPC = "aws:ec2/vpc:Vpc"
 
 
+GCP_GPU_SKUS = [s.sku for s in all_skus() if s.cloud == "gcp" and not s.is_tpu]
+GCP_TPU_SKUS = [s.sku for s in all_skus() if s.cloud == "gcp" and s.is_tpu]
+GCP_EXAMPLE: dict[str, Any] = yaml.safe_load((EXAMPLES / "gcp-a3-mega-fleet.yaml").read_text())
+GCP_TPU_EXAMPLE: dict[str, Any] = yaml.safe_load((EXAMPLES / "gcp-tpu-v5e-slice.yaml").read_text())
+
+NETWORK = "gcp:compute/network:Network"
+SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL = "gcp:compute/firewall:Firewall"
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+RESIZE = "gcp:compute/resizeRequest:ResizeRequest"
+QUEUED = "gcp:tpu/v2QueuedResource:V2QueuedResource"
+LUSTRE = "gcp:lustre/instance:Instance"
+GCS = "gcp:storage/bucket:Bucket"
+GCS_IAM = "gcp:storage/bucketIAMMember:BucketIAMMember"
+
+
 def spec_doc(**changes: Any) -> dict[str, Any]:
     """The example AWS spec with dotted-path changes; a value of None removes the key."""
-    doc = copy.deepcopy(EXAMPLE)
+    return _changed(EXAMPLE, changes)
+
+
+def gcp_doc(**changes: Any) -> dict[str, Any]:
+    """The example GCP GPU spec (a3-megagpu-8g on a reservation) with dotted-path changes."""
+    return _changed(GCP_EXAMPLE, changes)
+
+
+def tpu_doc(**changes: Any) -> dict[str, Any]:
+    """The example TPU spec (one queued v5e slice of 8 hosts) with dotted-path changes."""
+    return _changed(GCP_TPU_EXAMPLE, changes)
+
+
+def _changed(example: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    doc = copy.deepcopy(example)
     for path, value in changes.items():
         *parents, leaf = path.split("__")
         node = doc
