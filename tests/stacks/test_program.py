@@ -24,7 +24,6 @@ def _run(config: dict[str, Any]) -> FleetMocks:
 @pytest.mark.parametrize(
     ("example", "message"),
     [
-        ("gcp-a3-mega-fleet.yaml", "cloud: gcp fleets are not provisioned by the fleetforge stack yet"),
         ("azure-ndh100-fleet.yaml", "cloud: azure fleets are not provisioned"),
         ("onprem-hgx-h100.yaml", "cloud: on-prem fleets are configured with Ansible"),
     ],
@@ -34,7 +33,7 @@ def test_other_clouds_are_refused_by_name_before_any_resource(example: str, mess
     mocks = FleetMocks(region="r", zone="z")
     with pytest.raises(pulumi.RunError, match=message) as caught:
         run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
-    assert "allowed here: aws" in str(caught.value)
+    assert "allowed here: aws, gcp" in str(caught.value)
     assert mocks.recorded == []
 
 
@@ -59,6 +58,21 @@ def test_config_object_builds_the_fleet() -> None:
     mocks = _run({"fleetforge:fleet": EXAMPLE})
     assert [r.type for r in mocks.recorded if r.type == "fleetforge:aws:Fleet"] == ["fleetforge:aws:Fleet"]
     assert all(r.name.startswith(EXAMPLE["name"]) for r in mocks.recorded)
+
+
+@pytest.mark.parametrize(
+    ("example", "component"),
+    [("aws-p5-fleet.yaml", "fleetforge:aws:Fleet"), ("gcp-a3-mega-fleet.yaml", "fleetforge:gcp:Fleet")],
+)
+def test_the_program_picks_the_component_by_cloud(example: str, component: str) -> None:
+    doc = yaml.safe_load((EXAMPLES / example).read_text())
+    mocks = FleetMocks(region=doc["region"], zone=doc["zone"])
+    result = run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+    assert [r.type for r in mocks.recorded if r.type.startswith("fleetforge:")] == [component]
+    cloud = component.split(":")[1]
+    assert {r.type.split(":")[0] for r in mocks.recorded} == {"fleetforge", "pulumi", cloud}
+    assert [r.type for r in mocks.recorded if r.type.startswith("pulumi:")] == [f"pulumi:providers:{cloud}"]
+    assert list(result.outputs) == ["fleet", "group", "fabric", "storage", "checkpoints", "tags"]
 
 
 def test_existing_subnet_in_another_zone_is_refused_at_deploy_time() -> None:
