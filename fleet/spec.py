@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from fleet import units, yamlsafe
-from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku, managed_lustre
+from fleet.catalog import Sku, UnknownSkuError, all_skus, get_sku, managed_lustre, tpu
 from fleet.grammar import (
     Cidr,
     CloudId,
@@ -217,6 +217,20 @@ class ValidationSettings(_Strict):
         return v
 
 
+class TpuSettings(_Strict):
+    """A TPU fleet's slices: `nodes` counts every TPU VM of every slice."""
+
+    topology: (
+        Annotated[str, StringConstraints(pattern=r"^[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}$")] | None
+    ) = Field(
+        default=None, description="Chips per side, e.g. 8x8 (v5e, v6e) or 4x4x8 (v5p); chips, not cores"
+    )
+    runtime_version: Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,62}$")] | None = Field(
+        default=None, description="TPU software version pinned on every VM, e.g. v2-alpha-tpuv5-lite"
+    )
+    slices: StrictCount = Field(default=1, le=64, description="Identical slices joined by Multislice")
+
+
 class Host(_Strict):
     name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")]
     address: HostAddress = Field(description="IP address or DNS name Ansible connects to")
@@ -239,6 +253,7 @@ class FleetSpec(_Strict):
     tags: Tags
     validation: ValidationSettings = ValidationSettings()
     hosts: tuple[Host, ...] | None = Field(default=None, description="On-prem: every node, spares included")
+    tpu: TpuSettings | None = Field(default=None, description="TPU SKUs: slice topology, runtime, slices")
 
     @property
     def catalog_sku(self) -> Sku:
@@ -334,19 +349,46 @@ def _size_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
             f"nodes + spares = {spec.size}, but {sku.sku}'s {sku.fabric.kind} fabric spans one "
             f"placement group of at most {limit} VMs; allowed: nodes + spares <= {limit}",
         )
-    if sku.placement.slice_chips is not None:
-        chips = spec.nodes * sku.accelerators_per_node
-        if chips not in sku.placement.slice_chips:
-            hosts = [c // sku.accelerators_per_node or 1 for c in sku.placement.slice_chips]
-            allowed = sorted({h for h, c in zip(hosts, sku.placement.slice_chips, strict=True) if c >= h})
+    yield from _tpu_rules(spec, sku)
+
+
+def _tpu_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
+    """Slice shapes per generation (fleet/catalog/tpu.py cites Google's pages); nodes = every VM."""
+    settings = spec.tpu
+    if not sku.is_tpu:
+        if settings is not None:
+            yield "tpu", f"{sku.sku} has no TPUs; the tpu section is for tpu-v5e, tpu-v5p and tpu-v6e"
+        return
+    if spec.spares:
+        yield "spares", "a TPU slice is provisioned whole; allowed: 0 (request a second slice instead)"
+    generation = sku.accelerator.generation
+    slices = settings.slices if settings else 1
+    if settings is not None and settings.topology is not None:
+        try:
+            shape = tpu.slice_of(generation, settings.topology)
+        except tpu.ShapeError as exc:
+            yield "tpu.topology", str(exc)
+            return
+        if spec.nodes != shape.hosts * slices:
             yield (
                 "nodes",
-                f"{spec.nodes} hosts x {sku.accelerators_per_node} chips = {chips} chips is no {sku.sku} "
-                f"slice shape; allowed slice sizes (chips): "
-                f"{', '.join(map(str, sku.placement.slice_chips))} (hosts: {', '.join(map(str, allowed))})",
+                f"{spec.nodes} TPU VMs, but {slices} slice(s) of {shape.topology} ({shape.chips} chips, "
+                f"{shape.hosts} VM(s) each) have {shape.hosts * slices}; allowed: nodes = {shape.hosts * slices}",
             )
-        if spec.spares:
-            yield "spares", "a TPU slice is provisioned whole; allowed: 0 (request a second slice instead)"
+        return
+    # No topology: each slice is `nodes / slices` full hosts, whose chips must make a slice size.
+    sizes = sku.placement.slice_chips or ()
+    per_slice, leftover = divmod(spec.nodes, slices)
+    chips = per_slice * sku.accelerators_per_node
+    if leftover or chips not in sizes:
+        hosts = sorted({tpu.hosts_for(generation, c) * slices for c in sizes})
+        yield (
+            "nodes",
+            f"{spec.nodes} hosts in {slices} slice(s) x {sku.accelerators_per_node} chips is no {sku.sku} "
+            f"slice shape; allowed slice sizes (chips): {', '.join(map(str, sizes))} "
+            f"(nodes: {', '.join(map(str, hosts))}); or name the shape in tpu.topology "
+            f"({tpu.SOURCES.get(generation, '')})",
+        )
 
 
 def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:

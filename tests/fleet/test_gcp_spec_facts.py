@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from fleet.catalog import managed_lustre
+from fleet.catalog import get_sku, managed_lustre, tpu
 from fleet.spec import SpecError, spec_from_mapping
-from tests.fleet.test_spec import DELETE, GCP, with_
+from tests.fleet.test_spec import AWS, DELETE, GCP, TPU, with_
 
 
 def lustre(gib: int, tput: int | None = 250, **extra: Any) -> dict[str, Any]:
@@ -87,6 +87,105 @@ def test_the_dynamic_tier_takes_no_fixed_throughput_and_is_managed_lustres_only(
 
 
 def test_only_managed_lustre_has_a_dynamic_tier() -> None:
-    from tests.fleet.test_spec import AWS
-
     assert set(problems(with_(AWS, "storage.filesystem.tier", "dynamic"))) == {"storage.filesystem.tier"}
+
+
+# --------------------------------------------------------------------------- TPU slices
+
+
+def tpu_spec(sku: str, nodes: int, **settings: Any) -> dict[str, Any]:
+    doc = with_(with_(TPU, "sku", sku), "nodes", nodes)
+    return with_(doc, "tpu", settings) if settings else doc
+
+
+# (sku, topology, chips, TPU VMs per slice)
+GOOD_SHAPES = [
+    ("tpu-v5e", "1x1", 1, 1),
+    ("tpu-v5e", "2x2", 4, 1),
+    ("tpu-v5e", "2x4", 8, 1),
+    ("tpu-v5e", "4x4", 16, 2),
+    ("tpu-v5e", "8x8", 64, 8),
+    ("tpu-v5e", "16x16", 256, 32),
+    ("tpu-v6e", "8x16", 128, 16),
+    ("tpu-v6e", "16x16", 256, 32),
+    ("tpu-v5p", "2x2x1", 4, 1),
+    ("tpu-v5p", "2x2x2", 8, 2),
+    ("tpu-v5p", "2x4x4", 32, 8),
+    ("tpu-v5p", "4x4x4", 64, 16),
+    ("tpu-v5p", "4x8x8", 256, 64),
+    ("tpu-v5p", "16x16x16", 4096, 1024),
+    ("tpu-v5p", "16x16x24", 6144, 1536),  # the largest slice
+]
+
+
+@pytest.mark.parametrize(
+    ("sku", "topology", "chips", "hosts"), GOOD_SHAPES, ids=[f"{s}-{t}" for s, t, _, _ in GOOD_SHAPES]
+)
+def test_documented_shapes_are_accepted_with_their_host_count(
+    sku: str, topology: str, chips: int, hosts: int
+) -> None:
+    generation = get_sku(sku).accelerator.generation
+    shape = tpu.slice_of(generation, topology)
+    assert (shape.chips, shape.hosts) == (chips, hosts)
+    assert problems(tpu_spec(sku, hosts, topology=topology, runtime_version="v2-alpha-tpuv5")) == {}
+    assert problems(tpu_spec(sku, hosts * 3, topology=topology, slices=3)) == {}  # Multislice
+    assert "nodes" in problems(tpu_spec(sku, hosts + 1, topology=topology))
+
+
+# (sku, topology, fragment of the error)
+BAD_SHAPES = [
+    ("tpu-v5e", "32x32", "allowed (2D, chips)"),  # beyond the 256-chip pod
+    ("tpu-v5e", "4x2", "allowed (2D, chips)"),
+    ("tpu-v5e", "3x3", "allowed (2D, chips)"),
+    ("tpu-v5e", "2x2x2", "allowed (2D, chips)"),
+    ("tpu-v6e", "16x32", "allowed (2D, chips)"),
+    ("tpu-v5p", "8x8", "3D"),
+    ("tpu-v5p", "2x2x6", "multiple of 4"),
+    ("tpu-v5p", "4x4x6", "multiple of 4"),
+    ("tpu-v5p", "16x16x32", "largest slice is 16x16x24"),  # 8,192 chips: more than a slice
+    ("tpu-v5p", "16x24x24", "largest slice is 16x16x24"),
+    ("tpu-v5p", "4x4x28", "largest slice is 16x16x24"),  # few chips, but a side longer than the pod's
+]
+
+
+@pytest.mark.parametrize(
+    ("sku", "topology", "fragment"), BAD_SHAPES, ids=[f"{s}-{t}" for s, t, _ in BAD_SHAPES]
+)
+def test_shapes_a_generation_does_not_offer_are_refused_naming_the_field(
+    sku: str, topology: str, fragment: str
+) -> None:
+    found = problems(tpu_spec(sku, 1, topology=topology))
+    assert set(found) == {"tpu.topology"}
+    assert fragment in found["tpu.topology"] and "cloud.google.com/tpu/docs/" in found["tpu.topology"]
+
+
+def test_v5p_counts_chips_not_cores_and_its_largest_slice_is_smaller_than_the_pod() -> None:
+    shape = tpu.slice_of("v5p", "2x2x2")
+    assert shape.chips == 8 and shape.accelerator_type == "v5p-16"  # the API's name counts cores
+    assert tpu.slice_of("v5e", "8x8").accelerator_type == "v5litepod-64"
+    assert tpu.slice_of("v6e", "4x4").accelerator_type == "v6e-16"
+    sizes = get_sku("tpu-v5p").placement.slice_chips or ()
+    assert max(sizes) == 6144 < tpu.V5P_POD_CHIPS
+    # Without a topology, 8,960 chips (the pod) is refused as a slice size: 2,240 hosts x 4 chips.
+    assert "nodes" in problems(tpu_spec("tpu-v5p", 2240))
+    assert problems(tpu_spec("tpu-v5p", 1536)) == {}
+
+
+def test_the_catalogs_slice_sizes_are_the_documented_shapes() -> None:
+    for sku in ("tpu-v5e", "tpu-v6e"):
+        expected = sorted(tpu.slice_of(sku[4:], t).chips for t in tpu.TWO_D_SHAPES)
+        assert list(get_sku(sku).placement.slice_chips or ()) == expected
+    for chips in get_sku("tpu-v5p").placement.slice_chips or ():
+        assert chips <= 6144
+
+
+def test_tpu_section_is_for_tpu_skus_and_its_fields_are_checked() -> None:
+    assert set(problems(with_(GCP, "tpu", {"topology": "2x2"}))) == {"tpu"}
+    assert "tpu.topology" in problems(tpu_spec("tpu-v5e", 8, topology="8 x 8"))
+    assert "tpu.runtime_version" in problems(
+        tpu_spec("tpu-v5e", 8, topology="8x8", runtime_version="{{ x }}")
+    )
+    assert "tpu.slices" in problems(tpu_spec("tpu-v5e", 8, topology="8x8", slices=0))
+    # Two slices without a topology: nodes split evenly into slice-sized halves.
+    assert problems(tpu_spec("tpu-v5e", 16, slices=2)) == {}
+    assert "nodes" in problems(tpu_spec("tpu-v5e", 15, slices=2))
