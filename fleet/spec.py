@@ -49,6 +49,14 @@ from fleet.text import printable
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
 DnsName = Annotated[str, StringConstraints(pattern=r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")]
+# projects/P/locations/L/keyRings/R/cryptoKeys/K (https://cloud.google.com/kms/docs/resource-hierarchy)
+GcpKmsKey = Annotated[
+    str,
+    StringConstraints(
+        pattern=r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/locations/[a-z0-9-]{1,63}"
+        r"/keyRings/[A-Za-z0-9_-]{1,63}/cryptoKeys/[A-Za-z0-9_-]{1,63}$"
+    ),
+]
 TagValue = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9_.@:/=+-]+$")]
 
 FSX_THROUGHPUTS = (125, 250, 500, 1000)
@@ -250,6 +258,10 @@ class FleetSpec(_Strict):
     network: Network = Network()
     storage: Storage = Storage()
     image: CloudId | None = Field(default=None, description="AMI / image / image reference override")
+    kms_key: GcpKmsKey | None = Field(
+        default=None,
+        description="GCP: the Cloud KMS key (CMEK) for boot disks, the checkpoint bucket and the file system",
+    )
     tags: Tags
     validation: ValidationSettings = ValidationSettings()
     hosts: tuple[Host, ...] | None = Field(default=None, description="On-prem: every node, spares included")
@@ -289,6 +301,7 @@ def _problems(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         return
     yield from _location_rules(spec)
     yield from _aws_id_rules(spec)
+    yield from _kms_key_rules(spec)
     yield from _size_rules(spec, sku)
     yield from _capacity_rules(spec)
     yield from _storage_rules(spec)
@@ -305,6 +318,20 @@ _AWS_IDS = {
     "image": ("AMI", re.compile(r"ami-[0-9a-f]{8,17}")),
 }
 _AWS_SG = re.compile(r"sg-[0-9a-f]{8,17}")
+
+
+def _kms_key_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    """A customer key encrypts only resources in its own location: the bucket, disks and file
+    system live in the spec's region (https://cloud.google.com/storage/docs/encryption/customer-managed-keys,
+    https://cloud.google.com/compute/docs/disks/customer-managed-encryption)."""
+    if spec.kms_key is None:
+        return
+    if spec.cloud != "gcp":
+        yield "kms_key", f"a Cloud KMS key for GCP fleets; {spec.cloud} fleets get the stack's own key"
+        return
+    location = spec.kms_key.split("/")[3]
+    if spec.region and location != spec.region:
+        yield "kms_key", f"the key is in {location!r}; allowed: a key in the fleet's region {spec.region!r}"
 
 
 def _aws_id_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:

@@ -189,3 +189,16 @@ def test_tpu_section_is_for_tpu_skus_and_its_fields_are_checked() -> None:
     # Two slices without a topology: nodes split evenly into slice-sized halves.
     assert problems(tpu_spec("tpu-v5e", 16, slices=2)) == {}
     assert "nodes" in problems(tpu_spec("tpu-v5e", 15, slices=2))
+
+
+# --------------------------------------------------------------------------- customer-managed key
+
+KEY = "projects/ml-research-1/locations/us-central1/keyRings/fleet/cryptoKeys/disks"
+
+
+def test_a_gcp_fleet_may_name_its_kms_key_in_its_region() -> None:
+    assert spec_from_mapping(with_(GCP, "kms_key", KEY)).kms_key == KEY
+    elsewhere = KEY.replace("us-central1", "europe-west4")
+    assert "fleet's region" in problems(with_(GCP, "kms_key", elsewhere))["kms_key"]
+    assert "kms_key" in problems(with_(GCP, "kms_key", "alias/fleet"))
+    assert "kms_key" in problems(with_(AWS, "kms_key", KEY))
