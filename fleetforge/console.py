@@ -68,3 +68,15 @@ def fail(message: str, code: int) -> NoReturn:
     # Text, not markup: messages quote user input, which may hold brackets.
     err.print(Text("error: ", style="bold red") + Text(message))
     raise typer.Exit(code)
+
+
+# -q / --quiet and -v / --verbose, for the commands whose output grows with the fleet.
+QUIET, NORMAL, VERBOSE = -1, 0, 1
+QUIET_HELP = "Print only the verdict (and errors)."
+VERBOSE_HELP = "Print every node and every measurement, however many."
+
+
+def verbosity(quiet: bool, verbose: bool) -> int:
+    if quiet and verbose:
+        fail("-q/--quiet and -v/--verbose: give one of them", exitcodes.USAGE)
+    return QUIET if quiet else VERBOSE if verbose else NORMAL

@@ -15,20 +15,31 @@ from __future__ import annotations
 
 import importlib.util
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.text import Text
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.spec import FleetSpec
 from fleetforge import exitcodes
-from fleetforge.console import err, fail, load_spec_or_exit, out
+from fleetforge.console import (
+    QUIET,
+    QUIET_HELP,
+    VERBOSE,
+    err,
+    fail,
+    load_spec_or_exit,
+    no_color,
+    out,
+    verbosity,
+)
 from validation.context import LEVELS
-from validation.records import Level
+from validation.records import CheckRecord, Level
 
 _VERDICT_CODE = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
 
@@ -73,6 +84,13 @@ def burnin(
         Path | None,
         typer.Option(metavar="DIR", help="Where the storage check writes its test file (default: --out)."),
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help=QUIET_HELP + " Failing checks still print.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option("--verbose", "-v", help="Print every metric of every check, not only the first four."),
+    ] = False,
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""
     from fleet.text import printable
@@ -89,6 +107,7 @@ def burnin(
     )
     from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
 
+    level_of_detail = verbosity(quiet, verbose)
     fleet = load_spec_or_exit(spec) if spec is not None else None
     chosen_level = _level(level, fleet)
     try:
@@ -111,7 +130,7 @@ def burnin(
     except OSError as exc:
         fail(f"--out {printable(str(out_dir))}: cannot create it ({exc.strerror})", exitcodes.CANT_CREATE)
 
-    from validation.progress import make_progress
+    from validation.progress import PlainProgress, make_progress
 
     opts = RunOptions(
         sku=target,
@@ -127,7 +146,15 @@ def burnin(
         signal.SIGTERM, _interrupt
     )  # a CI or Ansible timeout: keep records, stop cleanly
     try:
-        with make_progress(out) as progress:
+        observer: Any
+        if level_of_detail == QUIET:
+            observer = _QuietProgress()
+        elif level_of_detail == VERBOSE:
+            observer = _VerboseProgress(out)
+        else:
+            # NO_COLOR: no live bar either (it redraws with cursor escapes), one line per check.
+            observer = PlainProgress(out) if no_color() else make_progress(out)
+        with observer as progress:
             summary = run_burnin(opts, progress)
     except (RunError, UnknownCheckError) as exc:
         fail(printable(str(exc)), exitcodes.USAGE)
@@ -160,6 +187,58 @@ def burnin(
     for name in summary.missing:
         err.print(Text(f"{printable(name)}: no record (the run stopped before it)", style="magenta"))
     raise typer.Exit(_VERDICT_CODE[summary.verdict])
+
+
+class _QuietProgress:
+    """-q: a line only for a check that failed or errored."""
+
+    def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None:
+        self.total = len(todo)
+        self.index = 0
+
+    def started(self, check: str, timeout: float) -> None:
+        self.index += 1
+
+    def finished(self, record: CheckRecord) -> None:
+        from validation.progress import finished_line
+
+        if record.status in ("fail", "error"):
+            out.print(finished_line(record, self.index, self.total))
+
+    def __enter__(self) -> _QuietProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class _VerboseProgress:
+    """-v: the plain lines, each followed by every metric the check measured."""
+
+    def __init__(self, console: Console) -> None:
+        from validation.progress import PlainProgress
+
+        self.plain = PlainProgress(console)
+        self.console = console
+
+    def planned(self, run_id: str, todo: Sequence[str], kept: Sequence[str]) -> None:
+        self.plain.planned(run_id, todo, kept)
+
+    def started(self, check: str, timeout: float) -> None:
+        self.plain.started(check, timeout)
+
+    def finished(self, record: CheckRecord) -> None:
+        from fleet.text import printable
+
+        self.plain.finished(record)
+        for name, value in sorted(record.metrics.items()):
+            self.console.print(Text(f"    {printable(name)} = {value:.6g}"))
+
+    def __enter__(self) -> _VerboseProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

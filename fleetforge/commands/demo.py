@@ -19,7 +19,7 @@ from rich.text import Text
 
 from fleet.spec import FleetSpec, SpecError, load_spec
 from fleetforge import exitcodes
-from fleetforge.console import err, load_spec_or_exit, out
+from fleetforge.console import QUIET_HELP, VERBOSE_HELP, err, load_spec_or_exit, out, verbosity
 from fleetforge.defaults import default_spec_path
 
 
@@ -38,8 +38,11 @@ def demo(
     out_dir: Annotated[
         Path, typer.Option("--out", metavar="DIR", help="Folder for burn-in results and the gate's reports.")
     ] = Path("fleetforge-demo"),
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Run the main job on the embedded default: validate, plan, burn this node in, gate it."""
+    verbosity(quiet, verbose)  # refuses both at once
     path = spec or default_spec_path()
     fleet = load_spec_or_exit(path)
     if fleet.cloud != "onprem" or not fleet.hosts or len(fleet.hosts) != 1:
@@ -61,7 +64,9 @@ def demo(
     node = fleet.hosts[0].name
     from fleetforge.commands.burnin import burnin
 
-    burn_code = _call(burnin, sku=sku.sku, level=None, out_dir=out_dir, spec=path, node=node)
+    burn_code = _call(
+        burnin, sku=sku.sku, level=None, out_dir=out_dir, spec=path, node=node, quiet=quiet, verbose=verbose
+    )
     if burn_code not in (exitcodes.OK, exitcodes.REJECTED, exitcodes.INCOMPLETE):
         raise typer.Exit(burn_code)
 
@@ -71,7 +76,9 @@ def demo(
     reports = {"junit": out_dir / "gate.junit.xml", "prom": out_dir / "gate.prom"}
     if importlib.util.find_spec("matplotlib") is not None:
         reports["html"] = out_dir / "gate.html"
-    code = _call(gate, results=[out_dir / f"{node}.jsonl"], spec=path, **reports)
+    code = _call(
+        gate, results=[out_dir / f"{node}.jsonl"], spec=path, quiet=quiet, verbose=verbose, **reports
+    )
     out.print(Text(f"reports: {', '.join(str(p) for p in reports.values())}"))
     raise typer.Exit(code)
 

@@ -31,7 +31,16 @@ from fleetforge.commands.gate import (
     print_verdict,
     write_reports,
 )
-from fleetforge.console import err, fail, load_spec_or_exit, out, print_json
+from fleetforge.console import (
+    QUIET,
+    VERBOSE_HELP,
+    err,
+    fail,
+    load_spec_or_exit,
+    out,
+    print_json,
+    verbosity,
+)
 
 if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
     from fleet.spec import FleetSpec
@@ -160,8 +169,14 @@ def burnin(
             help="Fewest hosts for fleet statistics; below, absolute rules only.",
         ),
     ] = 3,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="Print only the verdict (and errors), not each host's progress."),
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
+    detail = verbosity(quiet, verbose)
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
     check_outputs(outputs)
     if html is not None:
@@ -200,7 +215,9 @@ def burnin(
         extravars=extravars,
     )
     try:
-        run = run_fleet(opts, say=lambda line: err.print(Text(line)))
+        run = run_fleet(
+            opts, say=(lambda line: None) if detail == QUIET else lambda line: err.print(Text(line))
+        )
     except MissingAnsibleError as exc:
         fail(str(exc), exitcodes.UNAVAILABLE)
     except InventoryError as exc:
@@ -216,8 +233,9 @@ def burnin(
         document["fleet_run"] = run.as_dict()
         print_json(document)
     else:
-        _print_run(run)
-        print_verdict(result, strict)
+        if detail > QUIET:
+            _print_run(run)
+        print_verdict(result, strict, detail)
     raise typer.Exit(EXIT[result.outcome(strict)])
 
 

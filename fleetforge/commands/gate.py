@@ -28,7 +28,18 @@ from fleet.catalog import UnknownSkuError, all_skus, get_sku
 from fleet.spec import FleetSpec
 from fleet.text import printable
 from fleetforge import exitcodes
-from fleetforge.console import fail, load_spec_or_exit, out, print_json
+from fleetforge.console import (
+    NORMAL,
+    QUIET,
+    QUIET_HELP,
+    VERBOSE,
+    VERBOSE_HELP,
+    fail,
+    load_spec_or_exit,
+    out,
+    print_json,
+    verbosity,
+)
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
 from validation.records import BadLine, ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
@@ -123,8 +134,11 @@ def gate(
             "what lets a run narrowed by `burnin --only` pass.",
         ),
     ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
 ) -> None:
     """Judge every node's burn-in against its SKU and its peers; say whether the fleet is ready."""
+    level = verbosity(quiet, verbose)
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
     check_outputs(outputs)
     if dry_run and not act:
@@ -168,7 +182,7 @@ def gate(
             document["actions"] = acted.to_json()
         print_json(document)
     else:
-        print_verdict(result, strict)
+        print_verdict(result, strict, level)
         if acted is not None:
             out.print(Text("\n".join(printable(line) for line in acted.render().split("\n"))))
     if acted is not None and not acted.ok:
@@ -326,7 +340,9 @@ def _reason_lines(v: NodeVerdict) -> list[Text]:
     return lines
 
 
-def print_verdict(result: GateResult, strict: bool) -> None:
+def print_verdict(result: GateResult, strict: bool, level: int = NORMAL) -> None:
+    """The verdict for a person: quiet, the count and the fleet line only; normal, every reject
+    and the accepted nodes up to a screenful; verbose, every node with its role and pace."""
     f = result.fleet
     out.print(
         Text(
@@ -335,15 +351,22 @@ def print_verdict(result: GateResult, strict: bool) -> None:
             style="bold",
         )
     )
-    for v in result.nodes:
-        for line in _reason_lines(v):
-            out.print(line)
-    if f.accepted:
+    if level > QUIET:
+        for v in result.nodes:
+            for line in _reason_lines(v):
+                out.print(line)
+    if level >= VERBOSE:
+        for v in result.nodes:
+            if v.accepted:
+                role = f"  {v.role}" if v.role else ""
+                pace = f"  pace {v.pace:.3f}" if v.pace is not None else ""
+                out.print(Text("ACCEPT", style="green") + Text(f" {printable(v.node)}{role}{pace}"))
+    elif level == NORMAL and f.accepted:
         if len(f.accepted) <= _LIST_ALL_UP_TO:
             shown = ", ".join(printable(n) for n in f.accepted)
             out.print(Text(f"accepted ({len(f.accepted)}): {shown}", style="green"))
         else:
-            out.print(Text(f"accepted: {len(f.accepted)} nodes (listed with --json)", style="green"))
+            out.print(Text(f"accepted: {len(f.accepted)} nodes (listed with -v or --json)", style="green"))
     if f.ready is not None:
         label = f"fleet {printable(f.name)}" if f.name else "fleet"
         if f.ready:
@@ -362,8 +385,9 @@ def print_verdict(result: GateResult, strict: bool) -> None:
                     style="bold red",
                 )
             )
-    for note in result.notes:
-        out.print(Text(f"note: {printable(note)}", style="yellow"))
+    if level > QUIET:
+        for note in result.notes:
+            out.print(Text(f"note: {printable(note)}", style="yellow"))
     if strict and f.ready and f.rejected:
         out.print(Text("--strict: a rejected node fails the gate even though spares cover it", style="red"))
 
