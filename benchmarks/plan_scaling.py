@@ -1,9 +1,11 @@
-"""Plan wall time for the example AWS fleet at 8 and at 1,024 nodes, measured in one run.
+"""Plan wall time at 8 and at 1,024 nodes for an AWS GPU fleet, a GCP GPU fleet and a GCP TPU
+slice, measured in one run.
 
-The fleet is one Auto Scaling group, so the program registers the same resources whatever the
-node count and the ratio should stay near 1.0. Usage:
+Each fleet is one scale-out group (an Auto Scaling group, a managed instance group, one queued
+resource), so the program registers the same resources whatever the node count and each ratio
+should stay near 1.0. Usage:
 
-    .venv/bin/python benchmarks/plan_scaling.py [--repeat N]
+    .venv/bin/python benchmarks/plan_scaling.py [--repeat N] [--fleet aws|gcp-gpu|gcp-tpu ...]
 """
 
 from __future__ import annotations
@@ -12,47 +14,77 @@ import argparse
 import gc
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from fleet.spec import spec_from_mapping
 from fleetforge.plan import Plan, plan_spec
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "aws-p5-fleet.yaml"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SIZES = (8, 1024)
 
 
-def _plan(nodes: int) -> Plan:
-    doc = yaml.safe_load(EXAMPLE.read_text())
-    doc.update(nodes=nodes, spares=1)
-    return plan_spec(spec_from_mapping(doc, source=str(EXAMPLE)), source=str(EXAMPLE))
+def _example(name: str, **changes: Any) -> Callable[[int], dict[str, Any]]:
+    def doc(nodes: int) -> dict[str, Any]:
+        d: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+        d.update(changes)
+        d["nodes"] = nodes
+        return d
+
+    return doc
 
 
-def _timed(nodes: int) -> tuple[float, Plan]:
+# name -> spec at a node count. The TPU fleet is a v5p slice: 8 hosts x 4 chips = 32 chips and
+# 1,024 hosts = 4,096 chips are both slice shapes, so one spec family covers both sizes.
+FLEETS: dict[str, Callable[[int], dict[str, Any]]] = {
+    "aws": _example("aws-p5-fleet.yaml", spares=1),
+    "gcp-gpu": _example("gcp-a3-mega-fleet.yaml", spares=1),
+    "gcp-tpu": _example("gcp-tpu-v5e-slice.yaml", sku="tpu-v5p", spares=0),
+}
+
+
+def _plan(fleet: str, nodes: int) -> Plan:
+    doc = FLEETS[fleet](nodes)
+    return plan_spec(spec_from_mapping(doc, source=fleet), source=fleet)
+
+
+def _timed(fleet: str, nodes: int) -> tuple[float, Plan]:
     # Collect the previous plan's garbage first, so it is not charged to this one's clock.
     gc.collect()
     start = time.perf_counter()
-    plan = _plan(nodes)
+    plan = _plan(fleet, nodes)
     return time.perf_counter() - start, plan
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="plans per size; the median is reported")
+    parser.add_argument("--fleet", action="append", choices=sorted(FLEETS), help="default: every fleet")
     args = parser.parse_args()
-    _plan(8)  # warm-up: imports Pulumi and the AWS provider modules once
-    times: dict[int, list[float]] = {8: [], 1024: []}
-    plans: dict[int, Plan] = {}
-    for _ in range(args.repeat):
-        # Interleaved, so drift in the machine's load falls on both sizes alike.
-        for nodes in times:
-            seconds, plans[nodes] = _timed(nodes)
-            times[nodes].append(seconds)
-    small_s, large_s = statistics.median(times[8]), statistics.median(times[1024])
-    small, large = plans[8], plans[1024]
-    print(f"nodes     8: {small_s * 1000:7.1f} ms  ({len(small.resources)} resources)")
-    print(f"nodes  1024: {large_s * 1000:7.1f} ms  ({len(large.resources)} resources)")
-    print(f"ratio 1024/8: {large_s / small_s:.2f}  (median of {args.repeat} plans each, after one warm-up)")
+    for fleet in args.fleet or list(FLEETS):
+        _plan(fleet, SIZES[0])  # warm-up: imports Pulumi and the provider modules once
+        times: dict[int, list[float]] = {n: [] for n in SIZES}
+        plans: dict[int, Plan] = {}
+        for _ in range(args.repeat):
+            # Interleaved, so drift in the machine's load falls on both sizes alike.
+            for nodes in SIZES:
+                seconds, plans[nodes] = _timed(fleet, nodes)
+                times[nodes].append(seconds)
+        small_s, large_s = (statistics.median(times[n]) for n in SIZES)
+        same = {(r.type, r.name) for r in plans[8].resources} == {
+            (r.type, r.name) for r in plans[1024].resources
+        }
+        print(f"{fleet}")
+        for nodes in SIZES:
+            median = statistics.median(times[nodes])
+            print(f"  nodes {nodes:5d}: {median * 1000:7.1f} ms  ({len(plans[nodes].resources)} resources)")
+        print(
+            f"  ratio 1024/8: {large_s / small_s:.2f}  (median of {args.repeat} plans each, after one "
+            f"warm-up); same (type, name) set: {'yes' if same else 'NO'}"
+        )
 
 
 if __name__ == "__main__":
