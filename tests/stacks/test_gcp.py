@@ -9,6 +9,7 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from fleet.catalog import get_sku
 from fleet.spec import spec_from_mapping
@@ -19,6 +20,7 @@ from stacks.gcp import GcpFleet, GcpFleetArgs
 from stacks.gcp_compute import NODE_SCOPES
 from stacks.gcp_layout import IAP_RANGE, TPU_RUNTIME_VERSIONS
 from stacks.gcp_storage import CHECKPOINT_PREFIX
+from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
     FIREWALL,
     GCP_GPU_SKUS,
@@ -434,6 +436,8 @@ def test_every_resource_is_a_child_of_the_component() -> None:
             assert r.urn.split("::")[2] == f"fleetforge:gcp:Fleet${r.type}", r.urn
 
 
-def test_gcp_examples_plan_without_violations() -> None:
-    for doc in (gcp_doc(), tpu_doc()):
-        assert plan_of(doc).violations == ()
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("gcp-*.yaml")))
+def test_gcp_examples_plan_without_violations(example: str) -> None:
+    plan = plan_of(yaml.safe_load((EXAMPLES / example).read_text()))
+    assert plan.violations == () and plan.warnings == ()
+    assert plan.outputs["fleet"]["cloud"] == "gcp"
