@@ -591,3 +591,20 @@ def test_gcp_inventory_must_be_named_for_its_plugin(
     code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(tmp_path / "a3.yml"))
     assert code == exitcodes.USAGE and "gcp_compute.yml" in err and stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs.json"]
+
+
+@pytest.mark.parametrize("example", ["gcp-a3-mega-fleet.yaml", "gcp-tpu-v5e-slice.yaml"])
+def test_the_gcp_stacks_planned_outputs_make_an_inventory(example: str) -> None:
+    """What the GCP component exports (planned under Pulumi's mocks) is what the reader takes."""
+    from fleetforge.plan import plan_file
+
+    outputs = json.loads(json.dumps(plan_file(EXAMPLES / example).outputs))
+    doc = from_stack_outputs(outputs)
+    group = outputs["group"]
+    assert doc["plugin"] == "google.cloud.gcp_compute"
+    assert doc["projects"] == [group["project"]] and doc["zones"] == [group["zone"]]
+    assert doc["compose"]["gce_project"] == f"'{group['project']}'"
+    if group["kind"] == "gcp-managed-instance-group":
+        assert doc["compose"]["gce_mig"] == f"'{group['name']}'"
+    else:
+        assert "gce_mig" not in doc["compose"]

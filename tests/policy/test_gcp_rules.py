@@ -316,3 +316,27 @@ def test_iap_range_may_reach_ssh_but_its_neighbours_may_not() -> None:
     assert check([firewall([rules.GCP_IAP_RANGE])]) == []
     assert "ssh-not-from-internet" in _fired([firewall(["35.235.240.0/19"])])
     assert "ssh-not-from-internet" in _fired([firewall([rules.GCP_IAP_RANGE, "0.0.0.0/0"])])
+
+
+@pytest.mark.parametrize("example", ["gcp-a3-mega-fleet.yaml", "gcp-tpu-v5e-slice.yaml"])
+def test_planned_gcp_examples_violate_nothing_and_a_changed_template_does(example: str) -> None:
+    """The GCP component's real resources (planned under mocks), judged through CrossGuard's proxy."""
+    from fleetforge.plan import plan_file
+    from tests.conftest import EXAMPLES
+
+    planned = [Resource(r.type, r.name, r.inputs, id=r.id) for r in plan_file(EXAMPLES / example).resources]
+    assert check(planned) == []
+    if any(r.type == rules.GCP_TEMPLATE for r in planned):
+
+        def open_to_the_internet(props: dict[str, Any]) -> None:
+            props["networkInterfaces"][0]["accessConfigs"] = [{}]
+            props["scheduling"]["onHostMaintenance"] = "MIGRATE"
+
+        fired = _fired(_changed(planned, rules.GCP_TEMPLATE, open_to_the_internet))
+        assert {"no-public-ip", "gpu-terminate-on-maintenance"} <= fired
+    else:
+
+        def external(props: dict[str, Any]) -> None:
+            props["tpu"]["nodeSpecs"][0]["node"]["networkConfig"]["enableExternalIps"] = True
+
+        assert "no-public-ip" in _fired(_changed(planned, rules.GCP_TPU_QUEUED, external))
