@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,6 +46,7 @@ from validation.reports import write_text
 
 EXIT = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
 _LIST_ALL_UP_TO = 60  # accepted nodes named one by one in the text output up to this many
+_SHARED_FROM = 3  # nodes rejected for word-for-word the same reason: one line from this many
 
 
 def gate(
@@ -329,13 +330,35 @@ def write_reports(
             )
 
 
-def _reason_lines(v: NodeVerdict) -> list[Text]:
-    lines = []
-    for i, r in enumerate(v.reasons):
-        node = printable(v.node)
-        head = f"REJECT {node}" if i == 0 else " " * (7 + len(node))
+def _reason_lines(v: NodeVerdict, skip: Collection[tuple[str, str]] = ()) -> list[Text]:
+    lines: list[Text] = []
+    node = printable(v.node)
+    for r in (r for r in v.reasons if (r.rule, r.message) not in skip):
+        head = f"REJECT {node}" if not lines else " " * (7 + len(node))
         lines.append(
-            Text(head, style="bold red" if i == 0 else "") + Text(f"  {r.rule:<11} {printable(r.message)}")
+            Text(head, style="bold red" if not lines else "") + Text(f"  {r.rule:<11} {printable(r.message)}")
+        )
+    return lines
+
+
+def _shared_reasons(rejected: list[NodeVerdict]) -> dict[tuple[str, str], list[str]]:
+    """Reasons word for word the same on several nodes (a level or version the whole fleet ran
+    at, a check none of them recorded): said once for the fleet, not once per node."""
+    holders: dict[tuple[str, str], list[str]] = {}
+    for v in rejected:
+        for key in dict.fromkeys((r.rule, r.message) for r in v.reasons):
+            holders.setdefault(key, []).append(v.node)
+    return {key: nodes for key, nodes in holders.items() if len(nodes) >= _SHARED_FROM}
+
+
+def _shared_lines(shared: dict[tuple[str, str], list[str]]) -> list[Text]:
+    lines = []
+    for (rule, message), nodes in shared.items():
+        shown = ", ".join(printable(n) for n in nodes[:_LIST_ALL_UP_TO])
+        more = f" and {len(nodes) - _LIST_ALL_UP_TO} more" if len(nodes) > _LIST_ALL_UP_TO else ""
+        lines.append(
+            Text(f"REJECT {len(nodes)} nodes", style="bold red")
+            + Text(f"  {rule:<11} {printable(message)}\n  nodes: {shown}{more}")
         )
     return lines
 
@@ -352,8 +375,12 @@ def print_verdict(result: GateResult, strict: bool, level: int = NORMAL) -> None
         )
     )
     if level > QUIET:
-        for v in result.nodes:
-            for line in _reason_lines(v):
+        rejected = [v for v in result.nodes if not v.accepted]
+        shared = _shared_reasons(rejected) if level == NORMAL else {}
+        for line in _shared_lines(shared):
+            out.print(line)
+        for v in rejected:
+            for line in _reason_lines(v, shared):
                 out.print(line)
     if level >= VERBOSE:
         for v in result.nodes:

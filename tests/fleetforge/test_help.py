@@ -8,15 +8,18 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
+import yaml
 from rich.console import Console
 
 from fleet.catalog import all_skus
 from fleetforge.cli import app, main, unix_metavars
 from fleetforge.commands.catalog import catalog_table
+from tests.validation.gate_fixtures import fleet, spec_mapping, write
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
@@ -101,3 +104,67 @@ def test_without_no_color_forced_colour_does_style() -> None:
         timeout=60,
     )
     assert "\x1b[" in done.stdout
+
+
+# -q / -v, and reasons the whole fleet shares said once ------------------------------------------
+
+
+def _gate(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:
+    code = main(["gate", *(str(a) for a in argv)])
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def seventy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(tmp_path_factory.mktemp("seventy"), fleet(70, node9={"scale": {"gemm_bf16_tflops": 0.7}}))
+
+
+def test_gate_quiet_prints_only_the_verdict(seventy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = _gate(capsys, seventy, "-q")
+    assert code == 1
+    assert text.splitlines() == ["gate: p5.48xlarge, 70 node(s) judged: 69 accepted, 1 rejected"]
+
+
+def test_gate_verbose_names_every_accepted_node(seventy: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, normal = _gate(capsys, seventy)
+    assert "accepted: 69 nodes (listed with -v or --json)" in normal and "ACCEPT" not in normal
+    _, text = _gate(capsys, seventy, "--verbose")
+    accepted = [line for line in text.splitlines() if line.startswith("ACCEPT ")]
+    assert len(accepted) == 69 and any(line.split()[1] == "node70" for line in accepted)
+    assert "pace " in accepted[0]
+    assert any(line.startswith("REJECT node9") for line in text.splitlines())
+
+
+def test_gate_quiet_and_verbose_together_is_a_usage_error(
+    seventy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["gate", str(seventy), "-q", "-v"]) == 64
+    assert "-q/--quiet and -v/--verbose" in capsys.readouterr().err
+
+
+def test_a_level_the_whole_fleet_missed_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = write(tmp_path / "results", fleet(8))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(spec_mapping(6, 1, level="extended")), encoding="utf-8")
+    code, text = _gate(capsys, results, "--spec", spec)
+    assert code == 1
+    lines = text.splitlines()
+    level_lines = [line for line in lines if "burn-in ran at level standard" in line]
+    assert len(level_lines) == 1 and level_lines[0].startswith("REJECT 8 nodes")
+    assert "  nodes: node1, node2, node3, node4, node5, node6, node7, node8" in lines
+    assert not any(line.startswith("REJECT node") for line in lines)
+    # -v keeps the per-node lines for whoever wants them
+    _, verbose = _gate(capsys, results, "--spec", spec, "-v")
+    assert sum(line.startswith("REJECT node") for line in verbose.splitlines()) == 8
+
+
+@pytest.mark.parametrize("flag", ["-q", "-v"])
+def test_burnin_and_demo_and_fleet_burnin_take_quiet_and_verbose(
+    flag: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in (["burnin"], ["demo"], ["fleet", "burnin"]):
+        assert main([*command, "--help"]) == 0
+        assert f"{flag}, --{'quiet' if flag == '-q' else 'verbose'}" in capsys.readouterr().out
