@@ -396,6 +396,13 @@ def _tpu_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
         except tpu.ShapeError as exc:
             yield "tpu.topology", str(exc)
             return
+        limit = tpu.MULTISLICE_MAX_CHIPS.get(generation)
+        if limit is not None and shape.chips * slices > limit:
+            yield (
+                "tpu.slices",
+                f"{slices} x {shape.chips} chips = {shape.chips * slices:,}; Multislice on {generation} "
+                f"reaches {limit:,} chips ({tpu.SOURCES[generation]})",
+            )
         if spec.nodes != shape.hosts * slices:
             yield (
                 "nodes",

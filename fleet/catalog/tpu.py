@@ -8,7 +8,8 @@ Sources (Google's current pages, "Configurations" sections):
   v5p  https://cloud.google.com/tpu/docs/v5p  3D topologies AxBxC counted in chips (the accelerator
        type counts TensorCores, two per chip: v5p-8 is 4 chips); 4 chips per host; the pod has
        8,960 chips but the largest slice is 16x16x24 (6,144 chips); shapes of more than one 4x4x4
-       cube have every side a multiple of 4; smaller ones are 2x2x1, 2x2x2, 2x2x4, 2x4x4.
+       cube have every side a multiple of 4; smaller ones are 2x2x1, 2x2x2, 2x2x4, 2x4x4;
+       Multislice reaches 18,432 chips.
   Multislice (several identical slices over the data-center network):
        https://cloud.google.com/tpu/docs/multislice-introduction
 """
@@ -30,6 +31,8 @@ TWO_D_SHAPES = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 V5P_SMALL_SHAPES = frozenset({(1, 2, 2), (2, 2, 2), (2, 2, 4), (2, 4, 4), (4, 4, 4)})
 V5P_LARGEST = (16, 16, 24)
 V5P_POD_CHIPS = 8960
+# Multislice training on v5p reaches 18,432 chips (the v5p page, "Configurations").
+MULTISLICE_MAX_CHIPS = {"v5p": 18_432}
 _TOPOLOGY = re.compile(r"[1-9][0-9]{0,2}(x[1-9][0-9]{0,2}){1,2}")
 
 

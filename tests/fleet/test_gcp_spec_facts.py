@@ -202,3 +202,8 @@ def test_a_gcp_fleet_may_name_its_kms_key_in_its_region() -> None:
     assert "fleet's region" in problems(with_(GCP, "kms_key", elsewhere))["kms_key"]
     assert "kms_key" in problems(with_(GCP, "kms_key", "alias/fleet"))
     assert "kms_key" in problems(with_(AWS, "kms_key", KEY))
+
+
+def test_v5p_multislice_stops_at_18432_chips() -> None:
+    assert problems(tpu_spec("tpu-v5p", 1536 * 3, topology="16x16x24", slices=3)) == {}
+    assert "tpu.slices" in problems(tpu_spec("tpu-v5p", 1536 * 4, topology="16x16x24", slices=4))
