@@ -112,6 +112,9 @@ def unix_metavars(command: Any) -> Any:
         if param.param_type_name == "argument":
             _unix_argument(param)
     for sub in getattr(command, "commands", {}).values():
+        if sub.short_help is None and sub.help:
+            # The command list shows the whole first paragraph, wrapped, rather than cut at "...".
+            sub.short_help = " ".join(sub.help.strip().split("\n\n")[0].split())
         unix_metavars(sub)
     return command
 

@@ -48,6 +48,8 @@ def test_help_at_80_columns_names_no_python_type_and_cuts_no_option(
     assert not re.search(r"<(str|int|float|path|Path)[^>]*>", text), text
     assert "╭" not in text and "│" not in text  # no boxes squeezing option names
     assert max(len(line) for line in text.splitlines()) <= 80, text
+    if "Commands:" in text:  # each command's summary whole, wrapped, never cut at "..."
+        assert "..." not in text[text.index("Commands:") :], text
     for param in command.params:
         for name in getattr(param, "opts", []):
             if name.startswith("-"):
