@@ -170,3 +170,16 @@ def test_burnin_and_demo_and_fleet_burnin_take_quiet_and_verbose(
     for command in (["burnin"], ["demo"], ["fleet", "burnin"]):
         assert main([*command, "--help"]) == 0
         assert f"{flag}, --{'quiet' if flag == '-q' else 'verbose'}" in capsys.readouterr().out
+
+
+def test_bash_completion_completes_a_command_name() -> None:
+    env = {
+        **os.environ,
+        "_FLEETFORGE_COMPLETE": "complete_bash",
+        "COMP_WORDS": "fleetforge ga",
+        "COMP_CWORD": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetforge.cli"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["gate"]
