@@ -183,3 +183,35 @@ def test_bash_completion_completes_a_command_name() -> None:
         [sys.executable, "-m", "fleetforge.cli"], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.split() == ["gate"]
+
+
+def test_a_burn_in_under_no_color_draws_no_bar_and_no_style(tmp_path: Path) -> None:
+    env = {**os.environ, "FORCE_COLOR": "1", "NO_COLOR": "1", "COLUMNS": "80"}
+    argv = [
+        "burnin",
+        "--sku",
+        "cpu",
+        "--level",
+        "quick",
+        "--only",
+        "memory",
+        "--node",
+        "n1",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetforge.cli", *argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in done.stdout + done.stderr
+    assert "[1/1] memory: pass" in done.stdout  # the plain line per check, not a live bar
+
+
+def test_a_quiet_burn_in_prints_its_verdict_line_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["burnin", "-q", "--sku", "cpu", "--level", "quick", "--only", "memory", "--node", "n1"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{tmp_path / 'n1.jsonl'}: ok - 1 pass")
