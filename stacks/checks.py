@@ -1,8 +1,10 @@
 """What a valid FleetSpec still needs before the stack can provision it.
 
 `fleet.spec` knows every cloud's general rules; these are the stack's own: which clouds this
-program provisions today, and the AWS network facts it relies on (a subnet it can place nodes in,
-a VPC range large enough for the fleet, a bastion it can reference). Pure Python with no Pulumi
+program provisions today, the AWS network facts it relies on (a subnet it can place nodes in,
+a VPC range large enough for the fleet, a bastion it can reference), and the GCP ones (a range
+that holds one subnet per NIC network, no existing network, capacity a TPU queued resource can
+express). Pure Python with no Pulumi
 import, so `fleetforge plan` reports them with field paths before it loads Pulumi or records a
 resource, exactly like `fleetforge spec check` reports spec errors.
 """
@@ -86,10 +88,19 @@ def _gcp_problems(spec: FleetSpec) -> list[tuple[str, str]]:
                     "resource takes no spot or reservation setting); allowed: on-demand, queued",
                 )
             )
+        # fleet.spec refuses shapes that do not exist; this catches a chip count with no default
+        # topology here, before Pulumi runs.
+        settings = spec.tpu
+        slices = settings.slices if settings is not None else 1
         try:
-            gcp_layout.tpu_slice(sku, spec.nodes, spec.image)
+            gcp_layout.tpu_slice(
+                sku,
+                spec.nodes // slices,
+                settings.topology if settings is not None else None,
+                settings.runtime_version if settings is not None else None,
+            )
         except ValueError as exc:
-            problems.append(("nodes", str(exc)))
+            problems.append(("tpu.topology", f"{exc}; name the slice's shape here"))
     return problems
 
 

@@ -77,7 +77,6 @@ class GcpFleet(pulumi.ComponentResource):
 
 
 def _fleet(args: GcpFleetArgs) -> FleetSection:
-    nodes = args.nodes * args.slices if args.sku.is_tpu else args.nodes
     return FleetSection(
         name=args.name,
         cloud="gcp",
@@ -87,9 +86,9 @@ def _fleet(args: GcpFleetArgs) -> FleetSection:
         accelerators_per_node=args.sku.accelerators_per_node,
         region=args.region,
         zone=args.zone,
-        nodes=nodes,
+        nodes=args.nodes,
         spares=args.spares,
-        size=nodes + args.spares,
+        size=args.size,
         capacity=args.capacity,
     )
 
@@ -111,7 +110,7 @@ def _mig_group(ctx: Context, compute: gcp_compute.Compute) -> GroupSection:
 
 def _tpu_group(ctx: Context, s: gcp_tpu.Slices) -> GroupSection:
     args = ctx.args
-    hosts = s.shape.hosts * len(s.node_ids)
+    hosts = args.nodes  # every TPU VM of every slice
     return GroupSection(
         kind="gcp-tpu-queued-resource",
         name=s.queued.name,

@@ -1,12 +1,11 @@
 """What every GCP part shares: the fleet's typed args, its labels, and options that parent each
 child to the component and pin it to the component's own provider (the spec's region and zone).
 
-Facts the spec does not carry yet get defaults here, each named in one place:
-- `kms_key` (a Cloud KMS key for the boot disks, the bucket and Managed Lustre): None, so Google's
-  default encryption at rest applies; the component encrypts with the key when one is given.
-- `slices` (TPU multislice): 1.
-- `run_duration_s` (how long a queued GPU fleet runs once provisioned): Dynamic Workload
-  Scheduler's flex-start maximum of 7 days.
+`nodes` counts every VM, as the spec does: for a TPU fleet, every TPU VM of every slice
+(`hosts_per_slice` of them in each of `slices`). Without `kms_key`, Google's default encryption at
+rest applies. One fact the spec does not carry yet has a default here: `run_duration_s`, how long
+a queued GPU fleet runs once provisioned, is Dynamic Workload Scheduler's flex-start maximum of
+7 days.
 """
 
 from __future__ import annotations
@@ -33,8 +32,12 @@ _LABEL_UNSAFE = re.compile(r"[^a-z0-9_-]")
 @dataclass(frozen=True)
 class FileSystemArgs:
     capacity_gib: int
-    throughput_mbps_per_tib: int
+    throughput_mbps_per_tib: int | None  # None: the Dynamic tier
     mount_point: str
+
+    @property
+    def dynamic(self) -> bool:
+        return self.throughput_mbps_per_tib is None
 
 
 @dataclass(frozen=True)
@@ -65,11 +68,17 @@ class GcpFleetArgs:
     tags: dict[str, str] = field(default_factory=dict)
     kms_key: str | None = None
     slices: int = 1
+    tpu_topology: str | None = None
+    tpu_runtime_version: str | None = None
     run_duration_s: int = FLEX_START_MAX_RUN_S
 
     @property
     def size(self) -> int:
         return self.nodes + self.spares
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.nodes // self.slices
 
     @property
     def group_label(self) -> str:
@@ -84,7 +93,8 @@ class GcpFleetArgs:
         fs = spec.storage.filesystem
         ckpt = spec.storage.checkpoints
         filesystem = None
-        if fs is not None and fs.kind == "managed-lustre" and fs.throughput_mbps_per_tib is not None:
+        if fs is not None and fs.kind == "managed-lustre":
+            # The spec allows a throughput tier or `tier: dynamic`, never both (fleet.spec).
             filesystem = FileSystemArgs(fs.provider_gib or 0, fs.throughput_mbps_per_tib, fs.mount_point)
         return cls(
             name=spec.name,
@@ -106,6 +116,10 @@ class GcpFleetArgs:
                 else None
             ),
             tags=fleet_tags(spec),
+            kms_key=spec.kms_key,
+            slices=spec.tpu.slices if spec.tpu is not None else 1,
+            tpu_topology=spec.tpu.topology if spec.tpu is not None else None,
+            tpu_runtime_version=spec.tpu.runtime_version if spec.tpu is not None else None,
         )
 
 

@@ -21,10 +21,11 @@ or the VM could not route between them.
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass
 from typing import Literal
 
-from fleet.catalog import Sku
+from fleet.catalog import Sku, tpu
 
 NicType = Literal["GVNIC", "MRDMA"]
 Role = Literal["host", "gpu", "rdma"]
@@ -133,40 +134,26 @@ def vpc_range_problem(sku: Sku, vpc_cidr: ipaddress.IPv4Network, size: int) -> s
 
 # --------------------------------------------------------------------------- TPU slices
 
-# Chips -> topology as Google's TPU docs list the slice shapes of each generation (v5e and v6e
-# on a 2D torus, v5p on a 3D one). The accelerator type counts TensorCores: two per v5p chip, one
-# per v5e / v6e chip (v5p-8 is 4 chips).
-TPU_TOPOLOGIES: dict[str, dict[int, str]] = {
-    "torus-2d": {
-        1: "1x1",
-        4: "2x2",
-        8: "2x4",
-        16: "4x4",
-        32: "4x8",
-        64: "8x8",
-        128: "8x16",
-        256: "16x16",
-    },
-    "torus-3d": {
-        4: "2x2x1",
-        8: "2x2x2",
-        16: "2x2x4",
-        32: "2x4x4",
-        64: "4x4x4",
-        128: "4x4x8",
-        256: "4x8x8",
-        512: "8x8x8",
-        1024: "8x8x16",
-        2048: "8x16x16",
-        4096: "16x16x16",
-        6144: "16x16x24",
-        8192: "16x16x32",
-        8960: "16x20x28",
-    },
+# fleet.catalog.tpu owns which shapes exist (and cites Google's pages); a spec without
+# `tpu.topology` gets the shape below for its chip count: the 2D shapes are one per chip count,
+# and for v5p the cube-like shape Google's v5p page lists first for that many chips.
+V5P_DEFAULT_TOPOLOGIES = {
+    4: "2x2x1",
+    8: "2x2x2",
+    16: "2x2x4",
+    32: "2x4x4",
+    64: "4x4x4",
+    128: "4x4x8",
+    256: "4x8x8",
+    512: "8x8x8",
+    1024: "8x8x16",
+    2048: "8x16x16",
+    4096: "16x16x16",
+    6144: "16x16x24",
 }
-TENSORCORES_PER_CHIP = {"v5p": 2}
-# The TPU VM software versions Google documents per generation for JAX and PyTorch/XLA; pinned so a
-# re-queued slice boots what the fleet was burnt in on.
+# The TPU VM software versions Google documents per generation for JAX and PyTorch/XLA, used when
+# the spec pins none (tpu.runtime_version); pinned so a re-queued slice boots what the fleet was
+# burnt in on.
 TPU_RUNTIME_VERSIONS = {"v5e": "v2-alpha-tpuv5-lite", "v5p": "v2-alpha-tpuv5", "v6e": "v2-alpha-tpuv6e"}
 
 
@@ -179,20 +166,31 @@ class TpuSlice:
     runtime_version: str
 
 
-def tpu_slice(sku: Sku, hosts: int, runtime_version: str | None = None) -> TpuSlice:
-    """The slice `hosts` TPU VMs of `sku` make, or ValueError naming why there is none."""
+def default_topology(generation: str, chips: int) -> str | None:
+    if generation == "v5p":
+        return V5P_DEFAULT_TOPOLOGIES.get(chips)
+    shapes = {math.prod(int(n) for n in t.split("x")): t for t in tpu.TWO_D_SHAPES}
+    return shapes.get(chips)
+
+
+def tpu_slice(
+    sku: Sku, hosts: int, topology: str | None = None, runtime_version: str | None = None
+) -> TpuSlice:
+    """One slice of `hosts` TPU VMs of `sku` (in `topology` when given), or ValueError saying why
+    there is none."""
     if not sku.is_tpu:
         raise ValueError(f"{sku.sku} is not a TPU SKU")
-    chips = hosts * sku.accelerators_per_node
-    shapes = TPU_TOPOLOGIES.get(sku.fabric.attach, {})
-    if chips not in shapes:
-        raise ValueError(
-            f"{hosts} hosts x {sku.accelerators_per_node} chips = {chips} chips is no {sku.sku} slice; "
-            f"allowed chips: {', '.join(map(str, shapes))}"
-        )
     generation = sku.accelerator.generation
-    cores = chips * TENSORCORES_PER_CHIP.get(generation, 1)
+    chips = hosts * sku.accelerators_per_node
+    shape_name = topology or default_topology(generation, chips)
+    if shape_name is None:
+        raise ValueError(
+            f"{hosts} hosts x {sku.accelerators_per_node} chips = {chips} chips is no {sku.sku} slice"
+        )
+    shape = tpu.slice_of(generation, shape_name)  # tpu.ShapeError is a ValueError
+    if shape.hosts != hosts:
+        raise ValueError(f"a {shape.topology} slice has {shape.hosts} TPU VM(s), not {hosts}")
     version = runtime_version or TPU_RUNTIME_VERSIONS.get(generation)
     if version is None:
         raise ValueError(f"{sku.sku}: no TPU runtime version known for generation {generation!r}")
-    return TpuSlice(f"{sku.machine_type}-{cores}", shapes[chips], chips, hosts, version)
+    return TpuSlice(shape.accelerator_type, shape.topology, shape.chips, shape.hosts, version)

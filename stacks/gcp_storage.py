@@ -1,8 +1,8 @@
 """Fleet storage: Managed Lustre and the Cloud Storage checkpoint bucket.
 
 - Managed Lustre (`lustre.Instance`) in the spec's zone on the primary host VPC, reached through
-  private services access (stacks.gcp_network); capacity and throughput tier come from the spec,
-  which checks them against the tiers' sizes. Encrypted with the fleet's KMS key when one is given.
+  private services access (stacks.gcp_network); capacity and throughput tier (or the Dynamic
+  tier) come from the spec, which checks them against the tiers' sizes. Encrypted with the fleet's KMS key when one is given.
 - The checkpoint bucket: uniform bucket-level access, public access prevention enforced,
   versioning on, the fleet's KMS key as default key when given (Google-managed otherwise), and a
   lifecycle that deletes checkpoints `retention_days` after they were written and replaced or
@@ -45,7 +45,13 @@ def filesystem(
             network=network.id,
             filesystem=filesystem_name(ctx.args.name),
             capacity_gib=str(fs.capacity_gib),
-            per_unit_storage_throughput=str(fs.throughput_mbps_per_tib),
+            per_unit_storage_throughput=(
+                str(fs.throughput_mbps_per_tib) if fs.throughput_mbps_per_tib is not None else None
+            ),
+            # The Dynamic tier has no fixed throughput; the API turns it on through its options.
+            dynamic_tier_options=(
+                gcp.lustre.InstanceDynamicTierOptionsArgs(mode="DEFAULT_CACHE") if fs.dynamic else None
+            ),
             kms_key=ctx.args.kms_key,
             gke_support_enabled=False,
             description=f"fleetforge {ctx.args.name}: shared file system",

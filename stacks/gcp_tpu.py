@@ -4,7 +4,8 @@ A queued resource is how Cloud TPU hands out whole slices: the request waits unt
 capacity exists, then creates every TPU VM (host) of it at once. One node spec per slice makes a
 multislice fleet a single request, so the resources stay the same whatever the slice size or
 count. The slice's accelerator type and topology come from the spec's host count and the catalog
-(stacks.gcp_layout.tpu_slice); the runtime version is pinned (or `spec.image`). No TPU VM gets an
+(stacks.gcp_layout.tpu_slice); the runtime version is pinned (the spec's tpu.runtime_version or
+the generation's documented default). No TPU VM gets an
 external IP; they reach the internet through the host VPC's Cloud NAT.
 
 The provider's queued resource (pulumi-gcp 9.37) has no service-account, label, spot or
@@ -38,7 +39,7 @@ def node_ids(fleet: str, slices: int) -> list[str]:
 
 def slices(ctx: Context, net: Networks) -> Slices:
     args = ctx.args
-    shape = tpu_slice(args.sku, args.nodes, args.image)
+    shape = tpu_slice(args.sku, args.hosts_per_slice, args.tpu_topology, args.tpu_runtime_version)
     ids = node_ids(args.name, args.slices)
     parent = ctx.project.apply(lambda p: f"projects/{p}/locations/{args.zone}")
     queued = gcp.tpu.V2QueuedResource(

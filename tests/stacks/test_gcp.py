@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import json
 from typing import Any
 
-import pulumi
 import pytest
 import yaml
 
 from fleet.catalog import get_sku
 from fleet.spec import spec_from_mapping
 from fleetforge.plan import Plan
-from fleetforge.plan_runtime import FleetMocks, Recorded, run
 from stacks.checks import spec_problems
-from stacks.gcp import GcpFleet, GcpFleetArgs
+from stacks.gcp import GcpFleetArgs
 from stacks.gcp_compute import NODE_SCOPES
 from stacks.gcp_layout import IAP_RANGE, TPU_RUNTIME_VERSIONS
 from stacks.gcp_storage import CHECKPOINT_PREFIX
@@ -282,26 +279,34 @@ def test_without_file_system_or_checkpoints_nothing_of_them_is_made() -> None:
     assert plan.outputs["storage"] is None and plan.outputs["checkpoints"] is None
 
 
-def _run_args(args: GcpFleetArgs) -> tuple[list[Recorded], dict[str, Any]]:
-    def program() -> None:
-        fleet = GcpFleet(args.name, args)
-        for section, value in fleet.outputs.items():
-            pulumi.export(section, value)
-
-    mocks = FleetMocks(region=args.region, zone=args.zone)
-    result = run(program, mocks, {})
-    return mocks.recorded, result.outputs
-
-
-def test_a_kms_key_encrypts_boot_disks_bucket_and_lustre() -> None:
-    args = dataclasses.replace(GcpFleetArgs.from_spec(spec_from_mapping(gcp_doc())), kms_key=KMS_KEY)
-    recorded, outputs = _run_args(args)
-    by_type = {r.type: r.inputs for r in recorded}
-    (boot,) = by_type[TEMPLATE]["disks"]
+def test_the_spec_kms_key_encrypts_boot_disks_bucket_and_lustre() -> None:
+    plan = plan_of(gcp_doc(kms_key=KMS_KEY))
+    (boot,) = one(plan, TEMPLATE).inputs["disks"]
     assert boot["diskEncryptionKey"] == {"kmsKeySelfLink": KMS_KEY}
-    assert by_type[GCS]["encryption"] == {"defaultKmsKeyName": KMS_KEY}
-    assert by_type[LUSTRE]["kmsKey"] == KMS_KEY
-    assert outputs["checkpoints"]["kms_key"] == KMS_KEY
+    assert one(plan, GCS).inputs["encryption"] == {"defaultKmsKeyName": KMS_KEY}
+    assert one(plan, LUSTRE).inputs["kmsKey"] == KMS_KEY
+    assert plan.outputs["checkpoints"]["kms_key"] == KMS_KEY
+
+
+def test_dynamic_tier_lustre_has_no_fixed_throughput() -> None:
+    plan = plan_of(
+        gcp_doc(storage__filesystem={"kind": "managed-lustre", "capacity_gib": 472_000, "tier": "dynamic"})
+    )
+    fs = one(plan, LUSTRE).inputs
+    assert fs["capacityGib"] == "472000" and "perUnitStorageThroughput" not in fs
+    assert fs["dynamicTierOptions"] == {"mode": "DEFAULT_CACHE"}
+    assert plan.outputs["storage"]["throughput_mbps_per_tib"] is None
+
+
+def test_args_carry_the_spec_fields_they_are_built_from() -> None:
+    doc = tpu_doc(
+        sku="tpu-v5p", nodes=64, tpu={"topology": "4x4x8", "slices": 2, "runtime_version": "v2-alpha-tpuv5"}
+    )
+    args = GcpFleetArgs.from_spec(
+        spec_from_mapping({**doc, "kms_key": KMS_KEY.replace("us-central1", "us-west4")})
+    )
+    assert (args.slices, args.hosts_per_slice, args.tpu_topology) == (2, 32, "4x4x8")
+    assert args.tpu_runtime_version == "v2-alpha-tpuv5" and args.kms_key is not None
 
 
 # --------------------------------------------------------------------------- TPU
@@ -336,13 +341,24 @@ def test_tpu_slice_type_and_hosts_follow_the_topology(
 
 
 def test_multislice_is_one_queued_resource_with_a_node_spec_per_slice() -> None:
-    args = dataclasses.replace(GcpFleetArgs.from_spec(spec_from_mapping(tpu_doc())), slices=4)
-    recorded, outputs = _run_args(args)
-    (queued,) = [r for r in recorded if r.type == QUEUED]
-    specs = queued.inputs["tpu"]["nodeSpecs"]
+    plan = plan_of(tpu_doc(nodes=32, tpu={"slices": 4}))  # 4 slices of 8 hosts
+    specs = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
     assert [s["nodeId"] for s in specs] == [f"tpu-v5e-64-slice-{i}" for i in range(4)]
     assert {s["node"]["acceleratorType"] for s in specs} == {"v5litepod-64"}
-    assert outputs["group"]["desired"] == 32 and outputs["fleet"]["nodes"] == 32
+    out = plan.outputs
+    assert out["group"]["desired"] == 32 and out["fleet"]["nodes"] == 32
+    assert out["fabric"]["placement"]["slices"] == 4 and out["fabric"]["placement"]["hosts_per_tpu_node"] == 8
+    assert len(out["fabric"]["placement"]["list_hosts"]) == 4
+
+
+def test_named_topology_and_runtime_are_what_the_slice_gets() -> None:
+    plan = plan_of(
+        tpu_doc(sku="tpu-v5p", nodes=32, tpu={"topology": "4x4x8", "runtime_version": "v2-alpha-tpuv5"})
+    )
+    (spec,) = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
+    assert spec["node"]["acceleratorType"] == "v5p-256"  # 128 chips, 256 TensorCores
+    assert spec["node"]["runtimeVersion"] == "v2-alpha-tpuv5"
+    assert plan.outputs["fabric"]["placement"]["topology"] == "4x4x8"
 
 
 @pytest.mark.parametrize("capacity", [{"type": "spot"}, {"type": "reservation", "reservation_id": "tpu-res"}])
