@@ -90,3 +90,12 @@ def test_existing_subnet_alone_finds_its_vpc() -> None:
     run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
     groups = [r for r in mocks.recorded if r.type == "aws:ec2/securityGroup:SecurityGroup"]
     assert groups and all(g.inputs["vpcId"] == "vpc-0fedcba9876543210" for g in groups)
+
+
+def test_gcp_spec_the_stack_cannot_lay_out_is_refused_before_any_resource() -> None:
+    doc = yaml.safe_load((EXAMPLES / "gcp-a3-mega-fleet.yaml").read_text())
+    doc["network"] = {"vpc_id": "shared-vpc"}
+    mocks = FleetMocks(region="us-central1", zone="us-central1-a")
+    with pytest.raises(pulumi.RunError, match=r"network\.vpc_id: the gcp stack creates its own VPCs"):
+        run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+    assert mocks.recorded == []
