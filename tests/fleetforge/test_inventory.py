@@ -593,7 +593,7 @@ def test_gcp_inventory_must_be_named_for_its_plugin(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs.json"]
 
 
-@pytest.mark.parametrize("example", ["gcp-a3-mega-fleet.yaml", "gcp-tpu-v5e-slice.yaml"])
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("gcp-*.yaml")))
 def test_the_gcp_stacks_planned_outputs_make_an_inventory(example: str) -> None:
     """What the GCP component exports (planned under Pulumi's mocks) is what the reader takes."""
     from fleetforge.plan import plan_file

@@ -18,6 +18,7 @@ import pytest
 from policy import rules
 from policy.rules import Resource, Violation
 from policy.rules import check as plain_check
+from tests.conftest import EXAMPLES
 from tests.policy.crossguard import crossguard
 
 LABELS = {"owner": "research-infra", "fleet": "a3mega", "dataset": "code-mix-v3", "managed-by": "fleetforge"}
@@ -318,11 +319,10 @@ def test_iap_range_may_reach_ssh_but_its_neighbours_may_not() -> None:
     assert "ssh-not-from-internet" in _fired([firewall([rules.GCP_IAP_RANGE, "0.0.0.0/0"])])
 
 
-@pytest.mark.parametrize("example", ["gcp-a3-mega-fleet.yaml", "gcp-tpu-v5e-slice.yaml"])
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("gcp-*.yaml")))
 def test_planned_gcp_examples_violate_nothing_and_a_changed_template_does(example: str) -> None:
     """The GCP component's real resources (planned under mocks), judged through CrossGuard's proxy."""
     from fleetforge.plan import plan_file
-    from tests.conftest import EXAMPLES
 
     planned = [Resource(r.type, r.name, r.inputs, id=r.id) for r in plan_file(EXAMPLES / example).resources]
     assert check(planned) == []
