@@ -24,7 +24,7 @@ EXTRA = "cloud"
 
 
 class PulumiUnavailableError(RuntimeError):
-    """The Pulumi SDK or the AWS provider is not installed."""
+    """The Pulumi SDK or the cloud's provider is not installed."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def plan_spec(spec: FleetSpec, source: str = "spec") -> Plan:
     problems = spec_problems(spec)
     if problems:
         raise SpecError(source, problems)
-    runtime = _runtime()
+    runtime = _runtime(spec.cloud)
     mocks = runtime.FleetMocks(region=spec.region or "", zone=spec.zone or "", vpc_id=spec.network.vpc_id)
     # Every field, None included: an explicit `checkpoints: null` differs from the default bucket.
     config = {f"{CONFIG_NAMESPACE}:{CONFIG_KEY}": spec.model_dump_json()}
@@ -87,9 +87,12 @@ def _stack_program() -> None:
     runpy.run_module("stacks.__main__", run_name="__main__")
 
 
-def _runtime() -> Any:
-    """fleetforge.plan_runtime, once Pulumi and its AWS provider are known to be installed."""
-    for module in ("pulumi", "pulumi_aws"):
+PROVIDERS = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure": "pulumi_azure_native"}
+
+
+def _runtime(cloud: str) -> Any:
+    """fleetforge.plan_runtime, once Pulumi and the cloud's provider are known to be installed."""
+    for module in ("pulumi", PROVIDERS.get(cloud, "pulumi_aws")):
         try:
             importlib.import_module(module)
         except ImportError as exc:

@@ -195,7 +195,9 @@ def _refuse_schema(schema: object) -> None:
             f"schema {schema!r} was written by a newer fleetforge; this one reads {SCHEMA!r}: "
             f"upgrade fleetforge to judge this file"
         )
-    raise ValueError(f"schema {_shown(schema)} is not {SCHEMA!r}")
+    if schema is None:
+        raise ValueError(f'not a fleetforge record: it has no "schema" field (fleetforge writes {SCHEMA!r})')
+    raise ValueError(f"not a fleetforge record: schema {_shown(schema)} is not {SCHEMA!r}")
 
 
 def read_results(path: Path) -> ResultFile:

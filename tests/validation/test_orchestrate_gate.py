@@ -66,4 +66,6 @@ def test_spares_cover_an_unreachable_host_and_reports_carry_the_reason() -> None
     assert result.fleet.rejected == ("node5",)
     junit = render_junit(result)
     assert 'classname="node5" name="results"' in junit and "unreachable: Failed to connect" in junit
-    assert 'fleetforge_node_accepted{node="node5",sku="p5.48xlarge"} 0' in render_prometheus(result)
+    assert 'fleetforge_node_accepted{fleet="train-a",sku="p5.48xlarge",node="node5"} 0' in render_prometheus(
+        result
+    )

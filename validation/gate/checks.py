@@ -249,7 +249,7 @@ def _level_rule(verdict: NodeVerdict, settings: GateSettings) -> None:
                 None,
                 verdict.level,
                 settings.level,
-                f"burn-in ran at level {verdict.level}; the spec requires {settings.level}, "
+                f"burn-in ran at level {verdict.level}; the spec's validation.level is {settings.level}, "
                 f"so that level's checks were not run",
             )
         )

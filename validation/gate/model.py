@@ -287,5 +287,6 @@ _DIGITS = re.compile(r"(\d+)")
 
 
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
-    """node2 before node10: digit runs compare as numbers."""
-    return tuple((1, int(p)) if p.isdigit() else (0, p) for p in _DIGITS.split(name) if p)
+    """node2 before node10: digit runs compare as numbers. isdecimal, not isdigit: `\\d` matches only
+    decimal digits, and a superscript 2 is a digit that int() refuses (a crash on a node name)."""
+    return tuple((1, int(p)) if p.isdecimal() else (0, p) for p in _DIGITS.split(name) if p)
