@@ -208,3 +208,11 @@ def test_a_pass_carrying_a_raised_fault_counter_is_implausible() -> None:
     assert rules_of(result, "node2") == [("implausible", "health", "ecc_uncorrectable")]
     assert result.node("node2").reasons[0].expected == "0 in a pass"
     assert result.node("node3").accepted
+
+
+def test_a_node_name_with_a_non_decimal_digit_sorts_instead_of_crashing() -> None:
+    # Found by Hypothesis through --prom: '²' is a digit to str.isdigit but int() refuses it.
+    recs = fleet(3)
+    recs["node1²"] = [r.model_copy(update={"node": "node1²"}) for r in recs.pop("node1")]
+    result = decide(as_files(recs))
+    assert {v.node for v in result.nodes} == {"node1²", "node2", "node3"}
