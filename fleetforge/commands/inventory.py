@@ -7,6 +7,7 @@ cannot make an inventory (named field), 66 an input file missing or unreadable; 
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -97,7 +98,13 @@ def _write_atomically(path: Path, text: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as exc:
-        fail(f"-o {path}: cannot write ({exc.strerror or type(exc).__name__})", exitcodes.USAGE)
+        # The burn-in's split: a place that cannot take the file (73) vs a write that failed (74).
+        code = (
+            exitcodes.IO_ERROR
+            if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT)
+            else exitcodes.CANT_CREATE
+        )
+        fail(f"-o {path}: cannot write ({exc.strerror or type(exc).__name__})", code)
 
 
 def register(app: typer.Typer) -> None:

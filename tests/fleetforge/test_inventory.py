@@ -358,14 +358,14 @@ def test_a_failed_write_is_one_line_and_leaves_the_old_file(
     out.write_text("old\n")
     spec = str(EXAMPLES / "onprem-hgx-h100.yaml")
     code, _, err = run(capsys, "inventory", spec, "-o", str(tmp_path / "missing" / "inv.yml"))
-    assert code == exitcodes.USAGE and "does not exist" in err and len(err.strip().splitlines()) == 1
+    assert code == exitcodes.CANT_CREATE and "does not exist" in err and len(err.strip().splitlines()) == 1
 
     def full_disk(*_: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full_disk)
     code, _, err = run(capsys, "inventory", spec, "-o", str(out))
-    assert code == exitcodes.USAGE and "No space left on device" in err and "Traceback" not in err
+    assert code == exitcodes.IO_ERROR and "No space left on device" in err and "Traceback" not in err
     assert out.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["inv.yml"]
 
 
