@@ -95,8 +95,9 @@ def _check_examples(folder: Path) -> None:
             err.print(Text(exc.render(), style="red"))
             continue
         line = f"  {example}: valid ({spec.cloud}, {spec.size} x {spec.sku})"
-        if can_plan:
-            line += _plan_summary(spec, example)
+        line += (
+            _plan_summary(spec, example) if can_plan else "; not planned: the 'cloud' extra is not installed"
+        )
         out.print(Text(line))
     if bad:
         raise typer.Exit(exitcodes.DATA)
@@ -106,10 +107,13 @@ def _plan_summary(spec: FleetSpec, source: Path) -> str:
     from fleetforge.plan import plan_spec
     from stacks.checks import spec_problems
 
-    if spec_problems(spec):
-        return ""  # a cloud this program does not provision yet; `fleetforge plan` explains why
+    problems = spec_problems(spec)
+    if problems:
+        field, why = problems[0]
+        return f"; not planned: {field}: {why}"
     plan = plan_spec(spec, source=str(source))
-    return f"; plan: {len(plan.resources)} resources"
+    verdict = f", {len(plan.violations)} policy violation(s)" if plan.violations else ", no policy violation"
+    return f"; plan: {len(plan.resources)} resources{verdict}"
 
 
 def _call(command: Callable[..., None], **kwargs: Any) -> int:

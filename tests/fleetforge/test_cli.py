@@ -164,3 +164,14 @@ def test_installed_entry_point_has_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == exitcodes.DATA
     assert "bogus: unknown key" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_demo_says_which_examples_it_could_not_plan_and_why(capsys: pytest.CaptureFixture[str]) -> None:
+    from fleetforge.commands.demo import _check_examples
+
+    _check_examples(EXAMPLES)
+    out = capsys.readouterr().out
+    onprem = next(line for line in out.splitlines() if "onprem-hgx-h100.yaml" in line)
+    assert "not planned: cloud: on-prem fleets are configured with Ansible" in onprem
+    aws = next(line for line in out.splitlines() if "aws-p5-fleet.yaml" in line)
+    assert "plan: " in aws and "no policy violation" in aws
