@@ -79,6 +79,33 @@ GCP_GPU_MACHINE = re.compile(r"^(a2|a3|a4|a4x|g2|g4)-")
 GCP_BROAD_ROLES = frozenset({"roles/owner", "roles/editor", "roles/iam.serviceAccountUser"})
 AZURE_NSG = "azure-native:network:NetworkSecurityGroup"
 AZURE_NSG_RULE = "azure-native:network:SecurityRule"
+AZURE_VMSS = "azure-native:compute:VirtualMachineScaleSet"
+AZURE_VM = "azure-native:compute:VirtualMachine"
+AZURE_NIC = "azure-native:network:NetworkInterface"
+AZURE_PUBLIC_IP = "azure-native:network:PublicIPAddress"
+AZURE_NAT_GATEWAY = "azure-native:network:NatGateway"
+AZURE_STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
+AZURE_AMLFS = "azure-native:storagecache:AmlFilesystem"
+# Every Azure resource the fleet's stack creates that takes `tags` (ARM resources that support tags).
+AZURE_TAGGED = frozenset(
+    {
+        AZURE_VMSS,
+        AZURE_VM,
+        AZURE_NIC,
+        AZURE_PUBLIC_IP,
+        AZURE_NAT_GATEWAY,
+        AZURE_STORAGE_ACCOUNT,
+        AZURE_AMLFS,
+        AZURE_NSG,
+        "azure-native:resources:ResourceGroup",
+        "azure-native:network:VirtualNetwork",
+        "azure-native:compute:ProximityPlacementGroup",
+        "azure-native:compute:Disk",
+        "azure-native:managedidentity:UserAssignedIdentity",
+    }
+)
+# Azure Storage TLS floor: TLS1_2 (TLS1_0/TLS1_1 are retired); TLS1_3 is stricter still.
+AZURE_TLS_OK = frozenset({"TLS1_2", "TLS1_3"})
 ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
@@ -265,6 +292,27 @@ def no_public_ip(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
             yield from _tpu_external_ips(f"tpu.nodeSpecs[{index}].node.networkConfig", config)
     elif type_ == GCP_TPU_VM:
         yield from _tpu_external_ips("networkConfig", _map(props.get("networkConfig")))
+    elif type_ == AZURE_VMSS:
+        profile = _map(_map(props.get("virtualMachineProfile")).get("networkProfile"))
+        yield from _azure_nic_configurations("virtualMachineProfile.networkProfile", profile)
+    elif type_ == AZURE_VM:
+        yield from _azure_nic_configurations("networkProfile", _map(props.get("networkProfile")))
+    elif type_ == AZURE_NIC:
+        for index, config in enumerate(_map(c) for c in _list(props.get("ipConfigurations"))):
+            inner = {**_map(config.get("properties")), **config}
+            if inner.get("publicIPAddress"):
+                yield f"ipConfigurations[{index}] attaches a public IP address"
+
+
+def _azure_nic_configurations(where: str, profile: Mapping[str, Any]) -> Iterator[str]:
+    """A publicIPAddressConfiguration on any IP configuration gives each VM its own public IP."""
+    for n, nic in enumerate(_map(c) for c in _list(profile.get("networkInterfaceConfigurations"))):
+        for i, ip in enumerate(_map(c) for c in _list(nic.get("ipConfigurations"))):
+            if ip.get("publicIPAddressConfiguration"):
+                yield (
+                    f"{where}.networkInterfaceConfigurations[{n}].ipConfigurations[{i}] "
+                    "has a publicIPAddressConfiguration"
+                )
 
 
 def _gcp_vm_external_ips(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
@@ -320,6 +368,13 @@ def encrypted_at_rest(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
         yield "volume is not encrypted"
     elif type_ == LUSTRE and not props.get("kmsKeyId"):
         yield "has no kmsKeyId: encrypt the file system with the fleet's KMS key"
+    elif type_ in {AZURE_VMSS, AZURE_VM}:
+        # Managed disks are always encrypted at rest by the platform; encryption at host also covers
+        # the temp (resource) disk and the disk caches on the host, which otherwise are not.
+        profile = _map(props.get("virtualMachineProfile")) if type_ == AZURE_VMSS else props
+        where = "virtualMachineProfile.securityProfile" if type_ == AZURE_VMSS else "securityProfile"
+        if not _true(_map(profile.get("securityProfile")).get("encryptionAtHost")):
+            yield f"{where}.encryptionAtHost is not true: temp disks and caches stay unencrypted"
 
 
 def _aws_inline_ingress(props: Mapping[str, Any]) -> Iterator[str]:
@@ -397,6 +452,36 @@ def ssh_not_from_internet(type_: str, props: Mapping[str, Any]) -> Iterator[str]
             yield from _azure_rule(f"security rule {str(rule.get('name', index))[:60]!r}", inner)
 
 
+def password_authentication_disabled(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Azure Linux nodes take SSH keys only: linuxConfiguration.disablePasswordAuthentication true."""
+    if type_ == AZURE_VMSS:
+        where, profile = "virtualMachineProfile.osProfile", _map(props.get("virtualMachineProfile"))
+    elif type_ == AZURE_VM:
+        where, profile = "osProfile", props
+    else:
+        return
+    linux = _map(_map(profile.get("osProfile")).get("linuxConfiguration"))
+    if not _true(linux.get("disablePasswordAuthentication")):
+        yield f"{where}.linuxConfiguration.disablePasswordAuthentication is not true: passwords can log in"
+
+
+def azure_storage_account_protected(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Stated, not defaulted (defaults moved between API versions): HTTPS only, TLS 1.2 or newer,
+    no anonymous blob access, no shared-key (account key) access."""
+    if type_ != AZURE_STORAGE_ACCOUNT:
+        return
+    # azure-native names ARM's supportsHttpsTrafficOnly `enableHttpsTrafficOnly`.
+    https = props.get("enableHttpsTrafficOnly", props.get("supportsHttpsTrafficOnly"))
+    if not _true(https):
+        yield "enableHttpsTrafficOnly is not true: plain HTTP reaches the account"
+    if props.get("minimumTlsVersion") not in AZURE_TLS_OK:
+        yield f"minimumTlsVersion is {props.get('minimumTlsVersion')!r}; allowed: TLS1_2, TLS1_3"
+    if props.get("allowBlobPublicAccess") is not False:
+        yield "allowBlobPublicAccess is not false: containers can be made public"
+    if props.get("allowSharedKeyAccess") is not False:
+        yield "allowSharedKeyAccess is not false: account keys grant full access; use Entra ID"
+
+
 def _policy_arn_name(arn: Any) -> str:
     return str(arn).rpartition("/")[2] if isinstance(arn, str) else ""
 
@@ -469,6 +554,9 @@ def required_tags(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
             **_map(props.get("labels")),
         }
         yield from _missing(labels, "labels")
+        return
+    if type_ in AZURE_TAGGED:
+        yield from _missing(_map(props.get("tags")), "tags")
         return
     if not type_.startswith("aws:") or type_ in UNTAGGABLE:
         return
@@ -629,6 +717,37 @@ def gcp_cmek_everywhere(resources: Sequence[Resource]) -> Iterator[tuple[Resourc
             yield r, f"{where} is on Google-managed keys while the fleet has a customer-managed KMS key"
 
 
+def _azure_ids(value: Any) -> list[Any]:
+    return [_map(ref).get("id") for ref in _list(value)]
+
+
+def azure_public_ips_only_for_nat(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
+    """A PublicIPAddress may exist only as a NAT gateway's egress address. Matched by id where the
+    ids are known; at preview they are not, so then each NAT gateway reference covers one address."""
+    addresses = [r for r in resources if r.type == AZURE_PUBLIC_IP]
+    refs = [
+        ref
+        for r in resources
+        if r.type == AZURE_NAT_GATEWAY
+        for ref in _azure_ids(r.props.get("publicIpAddresses"))
+    ]
+    known = [ref for ref in refs if isinstance(ref, str) and ref]
+    unknown = len(refs) - len(known)
+    by_id = {a.id for a in addresses if a.id}
+    # Known references no address claims by id may be an address whose own id is not known yet.
+    unclaimed = len([ref for ref in known if ref not in by_id])
+    for address in addresses:
+        if address.id and address.id in known:
+            continue
+        if address.id is None and unclaimed > 0:
+            unclaimed -= 1
+            continue
+        if unknown > 0:
+            unknown -= 1
+            continue
+        yield address, "a public IP address no NAT gateway uses: nodes never get public addresses"
+
+
 def one_instance_type(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
     """A fleet is one SKU: every launch template, instance and group override names the same type;
     on GCP every instance template and instance the same machine type, every TPU slice the same
@@ -654,6 +773,17 @@ def one_instance_type(resources: Sequence[Resource]) -> Iterator[tuple[Resource 
                     seen.setdefault(f"TPU {accelerator}", r)
                 else:
                     yield r, "a TPU node names no acceleratorType or acceleratorConfig"
+            continue
+        if r.type in {AZURE_VMSS, AZURE_VM}:
+            size = (
+                _map(r.props.get("sku")).get("name")
+                if r.type == AZURE_VMSS
+                else _map(r.props.get("hardwareProfile")).get("vmSize")
+            )
+            if size:
+                seen.setdefault(str(size), r)
+            else:
+                yield r, "names no VM size (sku.name / hardwareProfile.vmSize)"
             continue
         if r.type in {LAUNCH_TEMPLATE, INSTANCE}:
             instance_type = r.props.get("instanceType")
@@ -693,6 +823,16 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         gpu_vm_terminates_on_maintenance,
     ),
     ResourceRule(
+        "password-authentication-disabled",
+        "Azure Linux nodes accept SSH keys only (disablePasswordAuthentication).",
+        password_authentication_disabled,
+    ),
+    ResourceRule(
+        "azure-storage-account-protected",
+        "Storage accounts: HTTPS only, TLS 1.2+, no public blob access, no shared-key access.",
+        azure_storage_account_protected,
+    ),
+    ResourceRule(
         "gcp-service-account-least-privilege",
         "GCP nodes run as the fleet's own service account; no project owner or editor grants.",
         gcp_service_account_least_privilege,
@@ -707,6 +847,11 @@ STACK_RULES: tuple[StackRule, ...] = (
         "gcs-bucket-protected",
         "GCS buckets use uniform bucket-level access, enforced public access prevention and versioning.",
         gcp_buckets_protected,
+    ),
+    StackRule(
+        "azure-public-ip-only-for-nat",
+        "Azure public IP addresses exist only as NAT gateway egress addresses.",
+        azure_public_ips_only_for_nat,
     ),
     StackRule(
         "gcp-cmek-everywhere",
