@@ -7,6 +7,8 @@ path of the field it blames, so `fleetforge spec check` can name it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import ipaddress
 import re
@@ -15,10 +17,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     StringConstraints,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -65,8 +70,34 @@ FSX_THROUGHPUTS = (125, 250, 500, 1000)
 # 1,200, 2,400, 4,800 GiB). A spec's capacity_tib for FSx therefore means AWS's TiB, so that
 # "2.4" is the size AWS sells, not 2,457.6 GiB, which it refuses.
 FSX_GIB_PER_TIB = 1000
-# Azure Managed Lustre AMLFS-Durable-Premium-<tier>: capacity step in TiB
+# Azure Managed Lustre AMLFS-Durable-Premium-<tier>: capacity step in TiB, which is also the
+# smallest size, and the largest size Azure sells without a support request (AMLFS_SOURCE).
+AMLFS_SOURCE = (
+    "https://learn.microsoft.com/azure/azure-managed-lustre/create-file-system-resource-manager "
+    "(File system type and size options)"
+)
 AMLFS_STEPS_TIB = {40: 48, 125: 16, 250: 8, 500: 4}
+AMLFS_MAX_TIB = {40: 768, 125: 128, 250: 128, 500: 128}
+# A scale set with singlePlacementGroup=true holds at most 100 VMs, and InfiniBand connects only
+# the VMs of one placement group, so one scale set is one InfiniBand domain (IB_DOMAIN_SOURCE).
+IB_DOMAIN_SOURCE = (
+    "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-placement-groups"
+)
+# Azure naming rules (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules):
+# a resource group is 1-90 letters, digits, _ - . ( ), not ending with a period.
+_AZURE_RESOURCE_GROUP = re.compile(r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]")
+# An OpenSSH public key line as Azure takes it (RSA or Ed25519), with an optional plain comment.
+_SSH_PUBLIC_KEY = re.compile(
+    r"(ssh-rsa|ssh-ed25519) (AAAA[A-Za-z0-9+/]{16,4096}={0,2})( [A-Za-z0-9@._:+=-]{1,100})?"
+)
+# An image the scale set can boot: a marketplace URN publisher:offer:sku:version, or the resource
+# id of a managed image / gallery image (version) in a subscription.
+_AZURE_IMAGE_URN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(:[A-Za-z0-9][A-Za-z0-9._-]*){3}")
+_AZURE_IMAGE_ID = re.compile(
+    r"/subscriptions/[0-9a-fA-F-]{36}/resourceGroups/[A-Za-z0-9_().-]{1,90}/providers/Microsoft\.Compute/"
+    r"(images/[A-Za-z0-9_.-]{1,80}|galleries/[A-Za-z0-9_.]{1,80}/images/[A-Za-z0-9_.-]{1,80}"
+    r"(/versions/([0-9]+\.[0-9]+\.[0-9]+|latest))?)"
+)
 FILESYSTEMS_BY_CLOUD: dict[str, tuple[str, ...]] = {
     "aws": ("fsx-lustre",),
     "gcp": ("managed-lustre",),
@@ -104,6 +135,14 @@ class Network(_Strict):
         default=None, description="Where SSH may come from; none means no SSH ingress at all"
     )
     bastion: CloudId | None = Field(default=None, description="Security group / host allowed to SSH instead")
+    ib_domain_size: Annotated[int, Strict()] | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Azure: VMs per InfiniBand domain (one scale set each, spares counted), at most 100; "
+            "a fleet larger than one domain must name it"
+        ),
+    )
 
     @field_validator("ssh_cidr")
     @classmethod
@@ -182,6 +221,74 @@ class Storage(_Strict):
     )
 
 
+class AzureSettings(_Strict):
+    resource_group: str | None = Field(
+        default=None, description="Deploy into this existing resource group instead of creating one"
+    )
+    ssh_public_key: str | None = Field(
+        default=None,
+        description="OpenSSH public key for the nodes' admin user (a public key is not a secret)",
+    )
+
+    @field_validator("resource_group")
+    @classmethod
+    def _resource_group(cls, v: str | None) -> str | None:
+        if v is not None and not _AZURE_RESOURCE_GROUP.fullmatch(v):
+            raise ValueError(
+                f"{printable(v)[:100]!r} is no Azure resource group name; allowed: 1-90 letters, digits "
+                "and _ - . ( ), not ending with a period"
+            )
+        return v
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _public_key(cls, v: str | None) -> str | None:
+        if v is not None and not _public_key_line(v):
+            raise ValueError(
+                "not an OpenSSH public key line; allowed: 'ssh-rsa AAAA...' or 'ssh-ed25519 AAAA...' "
+                "with an optional comment (Azure accepts RSA of 2048+ bits and Ed25519)"
+            )
+        return v
+
+
+_CLOUD_ID: TypeAdapter[str] = TypeAdapter(CloudId)
+
+
+def _image_reference(value: str) -> str:
+    """An Azure image resource id starts with '/', which no other cloud's image id does; the
+    cloud-specific grammar is judged with the spec's cloud (_aws_id_rules, _azure_rules)."""
+    if _AZURE_IMAGE_ID.fullmatch(value):
+        return value
+    return _CLOUD_ID.validate_python(value)
+
+
+def _public_key_line(line: str) -> bool:
+    """The line's grammar, and its base64 blob is a whole key of the type it names (RFC 4253
+    section 6.6, RFC 8709): a truncated, pasted-together or short RSA key is refused here, not by
+    Azure mid-deployment."""
+    match = _SSH_PUBLIC_KEY.fullmatch(line)
+    if match is None:
+        return False
+    try:
+        blob = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    fields: list[bytes] = []
+    while blob:
+        length = int.from_bytes(blob[:4], "big")
+        if len(blob) < 4 + length:
+            return False
+        fields.append(blob[4 : 4 + length])
+        blob = blob[4 + length :]
+    kind = match.group(1)
+    if not fields or fields[0] != kind.encode():
+        return False
+    if kind == "ssh-ed25519":
+        return len(fields) == 2 and len(fields[1]) == 32
+    # ssh-rsa: exponent and modulus; Azure asks for a modulus of at least 2048 bits.
+    return len(fields) == 3 and int.from_bytes(fields[2], "big").bit_length() >= 2048
+
+
 class Tags(_Strict):
     owner: TagValue
     fleet: TagValue | None = None
@@ -257,7 +364,10 @@ class FleetSpec(_Strict):
     capacity: Capacity = Capacity()
     network: Network = Network()
     storage: Storage = Storage()
-    image: CloudId | None = Field(default=None, description="AMI / image / image reference override")
+    image: Annotated[str, Strict(), AfterValidator(_image_reference)] | None = Field(
+        default=None,
+        description="AMI / image / image reference override (Azure: URN or image resource id)",
+    )
     kms_key: GcpKmsKey | None = Field(
         default=None,
         description="GCP: the Cloud KMS key (CMEK) for boot disks, the checkpoint bucket and the file system",
@@ -266,6 +376,9 @@ class FleetSpec(_Strict):
     validation: ValidationSettings = ValidationSettings()
     hosts: tuple[Host, ...] | None = Field(default=None, description="On-prem: every node, spares included")
     tpu: TpuSettings | None = Field(default=None, description="TPU SKUs: slice topology, runtime, slices")
+    azure: AzureSettings | None = Field(
+        default=None, description="Azure: existing resource group, the nodes' SSH public key"
+    )
 
     @property
     def catalog_sku(self) -> Sku:
@@ -301,6 +414,7 @@ def _problems(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         return
     yield from _location_rules(spec)
     yield from _aws_id_rules(spec)
+    yield from _azure_rules(spec)
     yield from _kms_key_rules(spec)
     yield from _size_rules(spec, sku)
     yield from _capacity_rules(spec)
@@ -366,15 +480,59 @@ def _aws_id_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
             )
 
 
+def _azure_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
+    """Azure-only fields, and the grammar of the image an Azure fleet boots."""
+    if spec.cloud != "azure":
+        if spec.azure is not None:
+            yield "azure", f"the azure section is for azure fleets, not {spec.cloud}"
+        if spec.network.ib_domain_size is not None:
+            yield "network.ib_domain_size", f"Azure InfiniBand domains; not allowed on {spec.cloud}"
+        return
+    if spec.image is not None and not (
+        _AZURE_IMAGE_URN.fullmatch(spec.image) or _AZURE_IMAGE_ID.fullmatch(spec.image)
+    ):
+        yield (
+            "image",
+            f"{printable(spec.image)[:100]!r} is no Azure image; allowed: a marketplace URN "
+            "publisher:offer:sku:version, or /subscriptions/<id>/resourceGroups/<rg>/providers/"
+            "Microsoft.Compute/images/<name> or .../galleries/<g>/images/<i>[/versions/<x.y.z>]",
+        )
+
+
+def azure_ib_domains(spec: FleetSpec) -> tuple[int, ...]:
+    """VMs in each InfiniBand domain (one scale set each), spares counted: as few domains as
+    `network.ib_domain_size` (default: the SKU's placement-group limit) allows, sizes balanced to
+    differ by at most one, larger first. 250 VMs in domains of 100 -> (84, 83, 83)."""
+    limit = spec.network.ib_domain_size or spec.catalog_sku.placement.max_nodes or spec.size
+    count = -(-spec.size // limit)
+    base, extra = divmod(spec.size, count)
+    return tuple(base + 1 if i < extra else base for i in range(count))
+
+
 def _size_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
     if spec.spares >= spec.nodes:
         yield "spares", f"{spec.spares} spares for {spec.nodes} nodes; allowed: fewer spares than nodes"
     limit = sku.placement.max_nodes
-    if limit is not None and spec.size > limit:
+    domain = spec.network.ib_domain_size
+    if spec.cloud == "azure" and limit is not None and domain is not None:
+        # One scale set per InfiniBand domain: each stays within one placement group.
+        if domain > limit:
+            yield (
+                "network.ib_domain_size",
+                f"{domain} VMs; a scale set in a single placement group holds at most {limit} "
+                f"({IB_DOMAIN_SOURCE}); allowed: 1 to {limit}",
+            )
+    elif limit is not None and spec.size > limit:
+        split = (
+            f"; or set network.ib_domain_size (<= {limit}) to split the fleet into several "
+            "InfiniBand domains, one scale set each, whose VMs share no InfiniBand fabric"
+            if spec.cloud == "azure"
+            else ""
+        )
         yield (
             "nodes",
             f"nodes + spares = {spec.size}, but {sku.sku}'s {sku.fabric.kind} fabric spans one "
-            f"placement group of at most {limit} VMs; allowed: nodes + spares <= {limit}",
+            f"placement group of at most {limit} VMs; allowed: nodes + spares <= {limit}{split}",
         )
     yield from _tpu_rules(spec, sku)
 
@@ -506,12 +664,20 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
                 f"{tput} is no AMLFS-Durable-Premium tier; allowed: {', '.join(map(str, AMLFS_STEPS_TIB))}",
             )
             return
-        step = AMLFS_STEPS_TIB[tput]
+        step, largest = AMLFS_STEPS_TIB[tput], AMLFS_MAX_TIB[tput]
         tib = units.gib_to_tib(fs.gib)
         if tib % step:
             yield (
                 where,
-                f"{_shown(fs)} is not a multiple of {step} TiB, the AMLFS-Durable-Premium-{tput} step",
+                f"{_shown(fs)} is not a multiple of {step} TiB, the AMLFS-Durable-Premium-{tput} step "
+                f"({AMLFS_SOURCE})",
+            )
+        elif tib > largest:
+            yield (
+                where,
+                f"{_shown(fs)} exceeds {largest} TiB, the largest AMLFS-Durable-Premium-{tput} file system "
+                f"Azure creates without a support request ({AMLFS_SOURCE}); allowed: {step} to {largest} TiB "
+                f"in steps of {step}",
             )
 
 
