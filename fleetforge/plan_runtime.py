@@ -38,6 +38,16 @@ STACK = "plan"
 MOCK_ACCOUNT = "123456789012"
 MOCK_ROOT_DEVICE = "/dev/sda1"
 MOCK_PROJECT = "fleetforge-plan"
+# A fixed subscription and tenant, so Azure ids in a plan are stable and well formed.
+MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-00000000f1ee"
+MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
+# Stack config a plan supplies when the spec leaves it to `pulumi config`: the Azure stack's admin
+# SSH key (a public key whose private half was thrown away: a plan never logs in anywhere).
+PLAN_CONFIG = {
+    "fleetforge:sshPublicKey": (
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHm3Ij6DJEdqPQBHtoXuUo3hJZc7CrHD8dSv/TWedJb3 fleetforge-plan"
+    ),
+}
 # The provider modules the AWS stack uses. Loading them warns about classes the stack never uses
 # (s3.BucketV2 and friends); load them once here, quietly, instead of inside every test's output.
 AWS_MODULES = ("autoscaling", "ec2", "fsx", "iam", "kms", "s3", "ssm", "vpc")
@@ -129,6 +139,8 @@ class FleetMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         if args.typ.startswith("gcp:"):
             return self._new_gcp_resource(args)
+        if args.typ.startswith("azure-native:"):
+            return self._new_azure_resource(args)
         inputs = _plain(dict(args.inputs))
         typ, logical = args.typ, args.name
         name = self._physical_name(typ, logical, inputs)
@@ -177,6 +189,30 @@ class FleetMocks(pulumi.runtime.Mocks):
         self.recorded.append(Recorded(typ, logical, inputs, rid))
         return rid, state
 
+    def _new_azure_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        """Azure resources: ids are ARM resource ids under the mock subscription."""
+        inputs = _plain(dict(args.inputs))
+        typ, logical = args.typ, args.name
+        name = _azure_name(typ, logical, inputs)
+        rid = _azure_id(typ, name, inputs)
+        state: dict[str, Any] = {**inputs, "id": rid, "name": name}
+        identity = inputs.get("identity")
+        if isinstance(identity, dict) and isinstance(identity.get("userAssignedIdentities"), list):
+            # Azure takes the identities as a list of ids and answers with a map id -> details.
+            ids = identity["userAssignedIdentities"]
+            state["identity"] = {**identity, "userAssignedIdentities": {i: {} for i in ids}}
+        if typ == "azure-native:managedidentity:UserAssignedIdentity":
+            state.update(
+                principalId=_uuid(rid, "principal"), clientId=_uuid(rid, "client"), tenantId=MOCK_TENANT
+            )
+        elif typ == "azure-native:storagecache:AmlFilesystem":
+            # A documentation-range address: the mount source's shape, not a real server.
+            state["clientInfo"] = {"mgsAddress": "192.0.2.30", "mountCommand": ""}
+        elif typ == "azure-native:storage:StorageAccount":
+            state["primaryEndpoints"] = {"blob": f"https://{name}.blob.core.windows.net/"}
+        self.recorded.append(Recorded(typ, logical, inputs, rid))
+        return rid, state
+
     def call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         a = args.args
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
@@ -199,6 +235,13 @@ class FleetMocks(pulumi.runtime.Mocks):
                 "project": project,
                 "selfLink": f"{GCP_COMPUTE_API}/{rid}",
                 "status": "READY",
+            }, []
+        if args.token == "azure-native:authorization:getClientConfig":
+            return {
+                "clientId": _uuid("plan", "client"),
+                "objectId": _uuid("plan", "object"),
+                "subscriptionId": MOCK_SUBSCRIPTION,
+                "tenantId": MOCK_TENANT,
             }, []
         if args.token == "aws:index/getPartition:getPartition":
             return {
@@ -322,6 +365,67 @@ def _gcp_id(typ: str, name: str, region: str, zone: str, inputs: Mapping[str, An
     return f"projects/{MOCK_PROJECT}/{scope.format(region=region, zone=zone)}/{name}"
 
 
+# Each azure-native type's explicit-name input and ARM provider path (relative to its resource group).
+_AZURE_TYPES: dict[str, tuple[str, str]] = {
+    "azure-native:resources:ResourceGroup": ("resourceGroupName", ""),
+    "azure-native:network:VirtualNetwork": ("virtualNetworkName", "Microsoft.Network/virtualNetworks"),
+    "azure-native:network:NetworkSecurityGroup": (
+        "networkSecurityGroupName",
+        "Microsoft.Network/networkSecurityGroups",
+    ),
+    "azure-native:network:PublicIPAddress": ("publicIpAddressName", "Microsoft.Network/publicIPAddresses"),
+    "azure-native:network:NatGateway": ("natGatewayName", "Microsoft.Network/natGateways"),
+    "azure-native:compute:ProximityPlacementGroup": (
+        "proximityPlacementGroupName",
+        "Microsoft.Compute/proximityPlacementGroups",
+    ),
+    "azure-native:compute:VirtualMachineScaleSet": (
+        "vmScaleSetName",
+        "Microsoft.Compute/virtualMachineScaleSets",
+    ),
+    "azure-native:managedidentity:UserAssignedIdentity": (
+        "resourceName",
+        "Microsoft.ManagedIdentity/userAssignedIdentities",
+    ),
+    "azure-native:storage:StorageAccount": ("accountName", "Microsoft.Storage/storageAccounts"),
+    "azure-native:storagecache:AmlFilesystem": ("amlFilesystemName", "Microsoft.StorageCache/amlFilesystems"),
+}
+
+
+def _azure_name(typ: str, logical: str, inputs: Mapping[str, Any]) -> str:
+    key = _AZURE_TYPES.get(typ, ("name", ""))[0]
+    explicit = inputs.get(key)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    # azure-native auto-names from the logical name plus a random suffix (here: a stable one).
+    return f"{logical}{_digest(typ, logical, length=8)}"
+
+
+def _azure_id(typ: str, name: str, inputs: Mapping[str, Any]) -> str:
+    sub = f"/subscriptions/{MOCK_SUBSCRIPTION}"
+    if typ == "azure-native:resources:ResourceGroup":
+        return f"{sub}/resourceGroups/{name}"
+    if typ == "azure-native:authorization:RoleAssignment":
+        return f"{inputs.get('scope', sub)}/providers/Microsoft.Authorization/roleAssignments/{_uuid(name)}"
+    rg = f"{sub}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}"
+    if typ == "azure-native:network:Subnet":
+        return f"{rg}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{name}"
+    account = f"{rg}/providers/Microsoft.Storage/storageAccounts/{inputs.get('accountName')}"
+    if typ == "azure-native:storage:BlobContainer":
+        return f"{account}/blobServices/default/containers/{inputs.get('containerName', name)}"
+    if typ == "azure-native:storage:BlobServiceProperties":
+        return f"{account}/blobServices/default"
+    if typ == "azure-native:storage:ManagementPolicy":
+        return f"{account}/managementPolicies/default"
+    path = _AZURE_TYPES.get(typ, ("", f"Microsoft.Fleetforge/{typ.rsplit(':', 1)[-1]}"))[1]
+    return f"{rg}/providers/{path}/{name}"
+
+
+def _uuid(*parts: str) -> str:
+    h = _digest(*parts, length=32)
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 class _Collect(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -339,7 +443,7 @@ class Run:
 
 def run(program: Callable[[], None], mocks: FleetMocks, config: Mapping[str, str]) -> Run:
     """Run `program` as a Pulumi stack under `mocks` with `config`; return the stack outputs."""
-    return contextvars.Context().run(_run_isolated, program, mocks, dict(config))
+    return contextvars.Context().run(_run_isolated, program, mocks, {**PLAN_CONFIG, **config})
 
 
 def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[str, str]) -> Run:

@@ -17,7 +17,7 @@ from fleet.network import vpc_range_problem
 from fleet.spec import FleetSpec
 from stacks import gcp_layout
 
-PROVISIONED_CLOUDS = ("aws", "gcp")
+PROVISIONED_CLOUDS = ("aws", "gcp", "azure")
 
 
 def spec_problems(spec: FleetSpec) -> list[tuple[str, str]]:
@@ -40,6 +40,8 @@ def spec_problems(spec: FleetSpec) -> list[tuple[str, str]]:
         ]
     if spec.cloud == "gcp":
         return list(_gcp_problems(spec))
+    if spec.cloud == "azure":
+        return list(_azure_problems(spec))
     return list(_aws_problems(spec))
 
 
@@ -101,6 +103,48 @@ def _gcp_problems(spec: FleetSpec) -> list[tuple[str, str]]:
             )
         except ValueError as exc:
             problems.append(("tpu.topology", f"{exc}; name the slice's shape here"))
+    return problems
+
+
+def _azure_problems(spec: FleetSpec) -> list[tuple[str, str]]:
+    # The Azure stack creates its own VNet (stacks.azure_network) and names SSH sources by
+    # address in its NSG; an image must be pinned, never "latest".
+    problems: list[tuple[str, str]] = []
+    net = spec.network
+    for path, value in (("network.vpc_id", net.vpc_id), ("network.subnet_id", net.subnet_id)):
+        if value is not None:
+            problems.append((path, "the azure stack creates its own VNet and subnets; allowed: omit it"))
+    if net.bastion is not None:
+        problems.append(("network.bastion", "on azure, allowed: omit it and name network.ssh_cidr"))
+    if spec.capacity.type not in {"on-demand", "spot", "reservation"}:
+        problems.append(
+            (
+                "capacity.type",
+                f"{spec.capacity.type} is not offered on azure; allowed: on-demand, spot, reservation",
+            )
+        )
+    image = spec.image
+    if image is not None and not image.startswith("/subscriptions/"):
+        parts = image.split(":")
+        if len(parts) != 4 or not all(parts) or parts[3].lower() == "latest":
+            problems.append(
+                (
+                    "image",
+                    f"{image!r}; allowed on azure: publisher:offer:sku:version with a pinned version, "
+                    "or an image resource id (/subscriptions/...)",
+                )
+            )
+    if net.subnet_id is None:
+        # Nodes live in the first half of the VNet (stacks.azure_network); Azure keeps 5 addresses.
+        half = max(0, net.vpc_cidr.num_addresses // 2 - 5)
+        if half < spec.size:
+            problems.append(
+                (
+                    "network.vpc_cidr",
+                    f"{net.vpc_cidr} leaves {half} node addresses (half the VNet, less Azure's 5) for "
+                    f"{spec.size} nodes; allowed: a larger range",
+                )
+            )
     return problems
 
 

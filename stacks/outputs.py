@@ -11,10 +11,13 @@ fleet        what was asked for
 group        the one scale-out group that holds every node, and how to list its members
   kind        aws-autoscaling-group | gcp-managed-instance-group | gcp-tpu-queued-resource |
               azure-vm-scale-set
-  name, region, zone, min_size, max_size, desired; project (GCP only)
+  name, region, zone, min_size, max_size, desired; project (GCP only); subscription_id,
+  resource_group and scale_sets (Azure only: one {name, ib_domain, capacity} per InfiniBand
+  domain; name is the first scale set's)
   node_filter how to list the nodes with the cloud's own API: a mapping of filter name -> value
               (AWS: {"tag:aws:autoscaling:groupName": <group name>} for ec2 describe-instances;
-              GCP: {"labels.fleetforge-group": <label value>} for the instances list API)
+              GCP: {"labels.fleetforge-group": <label value>} for the instances list API;
+              Azure: {"tags.fleet": <fleet tag>} for the azure_rm inventory plugin)
 fabric       the high-speed network between nodes
   kind (efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband | ici), nic_kind,
   nics (per node), gbps_per_nic, total_gbps (per node),
@@ -23,7 +26,9 @@ fabric       the high-speed network between nodes
               fabric in one place (AWS: cluster-placement-group with the group's name, or the
               capacity reservation / Capacity Block id that carries its own placement; GCP TPU:
               tpu-slice with the accelerator type, plus topology, slices, tpu_nodes,
-              hosts_per_tpu_node and list_hosts, the commands that list each slice's VMs)
+              hosts_per_tpu_node and list_hosts, the commands that list each slice's VMs;
+              Azure: azure-ib-domains with the proximity placement group's name, domain_size and
+              domains [{ib_domain, scale_set, capacity}], which nodes share one fabric)
 storage      the shared parallel file system, or None
   kind (fsx-lustre | managed-lustre | amlfs), dns_name (mount target), mount_name, mount_point,
   capacity_gib, throughput_mbps_per_tib, mount_source (what `mount -t lustre` takes)
@@ -62,6 +67,9 @@ class GroupSection(TypedDict):
     kind: str
     name: Any
     project: NotRequired[Any]  # GCP only: the project the group lives in
+    subscription_id: NotRequired[Any]  # Azure only: the subscription of the scale sets
+    resource_group: NotRequired[Any]  # Azure only: their resource group
+    scale_sets: NotRequired[list[dict[str, Any]]]  # Azure: [{name, ib_domain, capacity}], one per IB domain
     region: str | None
     zone: str | None
     min_size: int

@@ -51,6 +51,10 @@ def _fleet(spec: FleetSpec) -> Mapping[str, Any]:
         from stacks.gcp import GcpFleet, GcpFleetArgs
 
         return GcpFleet(spec.name, GcpFleetArgs.from_spec(spec)).outputs
+    if spec.cloud == "azure":
+        from stacks.azure import AzureFleet, AzureFleetArgs
+
+        return AzureFleet(spec.name, AzureFleetArgs.from_spec(spec)).outputs
     from stacks.aws import AwsFleet, AwsFleetArgs
 
     return AwsFleet(spec.name, AwsFleetArgs.from_spec(spec)).outputs

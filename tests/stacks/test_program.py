@@ -21,19 +21,32 @@ def _run(config: dict[str, Any]) -> FleetMocks:
     return mocks
 
 
-@pytest.mark.parametrize(
-    ("example", "message"),
-    [
-        ("azure-ndh100-fleet.yaml", "cloud: azure fleets are not provisioned"),
-        ("onprem-hgx-h100.yaml", "cloud: on-prem fleets are configured with Ansible"),
-    ],
-)
-def test_other_clouds_are_refused_by_name_before_any_resource(example: str, message: str) -> None:
-    doc = yaml.safe_load((EXAMPLES / example).read_text())
+def test_onprem_is_refused_by_name_before_any_resource() -> None:
+    doc = yaml.safe_load((EXAMPLES / "onprem-hgx-h100.yaml").read_text())
     mocks = FleetMocks(region="r", zone="z")
-    with pytest.raises(pulumi.RunError, match=message) as caught:
+    with pytest.raises(pulumi.RunError, match="cloud: on-prem fleets are configured with Ansible") as caught:
         run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
-    assert "allowed here: aws, gcp" in str(caught.value)
+    assert "allowed here: aws, gcp, azure" in str(caught.value)
+    assert mocks.recorded == []
+
+
+def test_azure_config_builds_the_azure_fleet() -> None:
+    doc = yaml.safe_load((EXAMPLES / "azure-ndh100-fleet.yaml").read_text())
+    mocks = FleetMocks(region=doc["region"], zone=doc["zone"])
+    run(main, mocks, {"fleetforge:fleet": json.dumps(doc)})
+    assert [r.type for r in mocks.recorded if r.type == "fleetforge:azure:Fleet"] == [
+        "fleetforge:azure:Fleet"
+    ]
+    assert not any(r.type.startswith(("aws:", "gcp:")) for r in mocks.recorded)
+
+
+def test_azure_without_an_ssh_key_is_refused_before_any_resource() -> None:
+    doc = yaml.safe_load((EXAMPLES / "azure-ndh100-fleet.yaml").read_text())
+    doc.pop("azure", None)
+    mocks = FleetMocks(region=doc["region"], zone=doc["zone"])
+    # An empty key is "not set": no password fallback, and nothing is created.
+    with pytest.raises(pulumi.RunError, match=r"azure\.ssh_public_key: missing; nodes take SSH keys only"):
+        run(main, mocks, {"fleetforge:fleet": json.dumps(doc), "fleetforge:sshPublicKey": ""})
     assert mocks.recorded == []
 
 

@@ -1,0 +1,234 @@
+"""GPU nodes: a user-assigned identity, one proximity placement group, and one Uniform VM scale
+set per InfiniBand domain (stacks.azure_context.ib_domains).
+
+Each scale set keeps `singlePlacementGroup=true`, because InfiniBand connects only the VMs of one
+placement group, which holds at most 100 VMs; its capacity counts the spares. A fleet of 8 or of
+100 nodes is one scale set; 250 is three. Choices:
+
+- Image: `spec.image` (a marketplace URN `publisher:offer:sku:version` or an image resource id),
+  or the Gen2 Ubuntu 22.04 HPC image (microsoft-dsvm:ubuntu-hpc:2204) at a pinned version, so a
+  replacement node boots what the fleet was burnt in on; an image change is an explicit edit with
+  a visible diff, never "latest". (azure-native has no marketplace image-version lookup, so the
+  pin is made here rather than read at deploy time.)
+- SSH keys only: `disablePasswordAuthentication`, no admin password; the key comes from
+  `azure.ssh_public_key` or Pulumi config `fleetforge:sshPublicKey`, and the program refuses to
+  run without one.
+- No public IP configuration on any NIC; accelerated networking on the one host NIC (the eight
+  InfiniBand HCAs are SR-IOV devices of the SKU, not NICs in the model).
+- Encryption at host for the OS disk and temp disk. Trusted Launch only for SKUs Azure lists as
+  supporting it (TRUSTED_LAUNCH_SKUS): ND H100 v5 and ND H200 v5 are not listed there, so they
+  run with securityType Standard.
+- Capacity: spot as Spot with Delete on eviction and no price cap; a reservation as the named
+  capacity reservation group; nothing else consumes a reservation.
+- Upgrades are Manual: a model change never rolls a training fleet by itself; overprovisioning
+  off, so the group never creates extra VMs that join the fabric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import compute, managedidentity
+
+from stacks.azure_context import SSH_KEY_CONFIG, AzureFleetArgs, Context
+
+IMAGE_PUBLISHER = "microsoft-dsvm"
+IMAGE_OFFER = "ubuntu-hpc"
+IMAGE_SKU = "2204"
+IMAGE_VERSION = "22.04.2024102301"
+ADMIN_USER = "fleetforge"
+OS_DISK_GIB = 256  # image plus container images and logs; data lives on Lustre
+# Sizes that Azure documents as supporting Trusted Launch. ND H100/H200 v5 are absent.
+TRUSTED_LAUNCH_SKUS: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class ScaleSet:
+    ib_domain: int
+    capacity: int
+    resource: compute.VirtualMachineScaleSet
+    name: str
+
+
+@dataclass(frozen=True)
+class Compute:
+    identity: managedidentity.UserAssignedIdentity
+    placement: compute.ProximityPlacementGroup
+    scale_sets: list[ScaleSet]
+
+
+def scale_set_name(fleet: str, domain: int) -> str:
+    """`<fleet>-ib<i>`: 1-64 characters, letters/digits/-, within Azure's VMSS name rules."""
+    return f"{fleet[:58]}-ib{domain}"
+
+
+def identity(ctx: Context) -> managedidentity.UserAssignedIdentity:
+    # The typed Args class cannot carry `resource_name` (it collides with the logical name in
+    # azure-native's constructor), so the identity's name goes in as the `resource_name_` keyword.
+    return managedidentity.UserAssignedIdentity(
+        ctx.name("nodes-id"),
+        opts=ctx.opts(),
+        resource_group_name=ctx.resource_group,
+        location=ctx.args.location,
+        resource_name_=f"{ctx.args.name}-nodes",
+        tags=ctx.tags("identity"),
+    )
+
+
+def nodes(
+    ctx: Context, subnet_id: pulumi.Input[str], who: managedidentity.UserAssignedIdentity, key: str
+) -> Compute:
+    args = ctx.args
+    placement = compute.ProximityPlacementGroup(
+        ctx.name("ppg"),
+        compute.ProximityPlacementGroupArgs(
+            resource_group_name=ctx.resource_group,
+            location=args.location,
+            proximity_placement_group_name=f"{args.name}-ppg",
+            proximity_placement_group_type="Standard",
+            intent=compute.ProximityPlacementGroupPropertiesIntentArgs(vm_sizes=[args.sku.machine_type]),
+            zones=ctx.zones,
+            tags=ctx.tags("placement"),
+        ),
+        ctx.opts(),
+    )
+    sets = []
+    for domain, capacity in enumerate(args.domains):
+        name = scale_set_name(args.name, domain)
+        vmss = compute.VirtualMachineScaleSet(
+            ctx.name(f"ib{domain}"),
+            compute.VirtualMachineScaleSetArgs(
+                resource_group_name=ctx.resource_group,
+                location=args.location,
+                vm_scale_set_name=name,
+                sku=compute.SkuArgs(name=args.sku.machine_type, tier="Standard", capacity=capacity),
+                orchestration_mode="Uniform",
+                single_placement_group=True,
+                overprovision=False,
+                platform_fault_domain_count=1,
+                proximity_placement_group=compute.SubResourceArgs(id=placement.id),
+                zones=ctx.zones,
+                identity=compute.VirtualMachineScaleSetIdentityArgs(
+                    type=compute.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[who.id]
+                ),
+                upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
+                virtual_machine_profile=_profile(ctx, subnet_id, key, domain),
+                tags={**ctx.tags("node"), "fleetforge-ib-domain": str(domain)},
+            ),
+            ctx.opts(),
+        )
+        sets.append(ScaleSet(domain, capacity, vmss, name))
+    return Compute(who, placement, sets)
+
+
+def ssh_key(args: AzureFleetArgs) -> str:
+    """The admin SSH public key; refused before any resource exists when there is none."""
+    key = args.ssh_public_key or pulumi.Config("fleetforge").get(SSH_KEY_CONFIG)
+    if not key:
+        raise pulumi.RunError(
+            f"azure.ssh_public_key: missing; nodes take SSH keys only (no passwords): set it in the "
+            f'spec or with `pulumi config set fleetforge:{SSH_KEY_CONFIG} "$(cat ~/.ssh/id_ed25519.pub)"`'
+        )
+    return key
+
+
+def image_reference(image: str | None) -> compute.ImageReferenceArgs:
+    if image is None:
+        return compute.ImageReferenceArgs(
+            publisher=IMAGE_PUBLISHER, offer=IMAGE_OFFER, sku=IMAGE_SKU, version=IMAGE_VERSION
+        )
+    if image.startswith("/subscriptions/"):
+        return compute.ImageReferenceArgs(id=image)
+    parts = image.split(":")
+    if len(parts) != 4 or not all(parts) or parts[3] == "latest":
+        raise pulumi.RunError(
+            f"image: {image!r}; allowed on azure: publisher:offer:sku:version with a pinned version, "
+            "or an image resource id (/subscriptions/...)"
+        )
+    publisher, offer, sku, version = parts
+    return compute.ImageReferenceArgs(publisher=publisher, offer=offer, sku=sku, version=version)
+
+
+def _profile(
+    ctx: Context, subnet_id: pulumi.Input[str], key: str, domain: int
+) -> compute.VirtualMachineScaleSetVMProfileArgs:
+    args = ctx.args
+    spot = args.capacity == "spot"
+    trusted = args.sku.machine_type in TRUSTED_LAUNCH_SKUS
+    return compute.VirtualMachineScaleSetVMProfileArgs(
+        os_profile=compute.VirtualMachineScaleSetOSProfileArgs(
+            computer_name_prefix=f"{args.name[:9]}{domain}",
+            admin_username=ADMIN_USER,
+            linux_configuration=compute.LinuxConfigurationArgs(
+                disable_password_authentication=True,
+                provision_vm_agent=True,
+                ssh=compute.SshConfigurationArgs(
+                    public_keys=[
+                        compute.SshPublicKeyArgs(
+                            path=f"/home/{ADMIN_USER}/.ssh/authorized_keys", key_data=key
+                        )
+                    ]
+                ),
+            ),
+        ),
+        storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
+            image_reference=image_reference(args.image),
+            os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
+                create_option="FromImage",
+                caching=compute.CachingTypes.READ_WRITE,
+                disk_size_gb=OS_DISK_GIB,
+                managed_disk=compute.VirtualMachineScaleSetManagedDiskParametersArgs(
+                    storage_account_type="Premium_LRS"
+                ),
+            ),
+        ),
+        network_profile=compute.VirtualMachineScaleSetNetworkProfileArgs(
+            network_interface_configurations=[
+                compute.VirtualMachineScaleSetNetworkConfigurationArgs(
+                    name="host",
+                    primary=True,
+                    enable_accelerated_networking=True,
+                    enable_ip_forwarding=False,
+                    ip_configurations=[
+                        compute.VirtualMachineScaleSetIPConfigurationArgs(
+                            name="host",
+                            primary=True,
+                            subnet=compute.ApiEntityReferenceArgs(id=subnet_id),
+                            # No public_ip_address_configuration: nodes have private addresses only.
+                        )
+                    ],
+                )
+            ]
+        ),
+        security_profile=compute.SecurityProfileArgs(
+            encryption_at_host=True,
+            security_type="TrustedLaunch" if trusted else None,
+            uefi_settings=(
+                compute.UefiSettingsArgs(secure_boot_enabled=True, v_tpm_enabled=True) if trusted else None
+            ),
+        ),
+        priority="Spot" if spot else "Regular",
+        eviction_policy="Delete" if spot else None,
+        billing_profile=compute.BillingProfileArgs(max_price=-1) if spot else None,
+        capacity_reservation=(
+            compute.CapacityReservationProfileArgs(
+                capacity_reservation_group=compute.SubResourceArgs(id=_reservation_id(ctx))
+            )
+            if args.capacity == "reservation" and args.reservation
+            else None
+        ),
+    )
+
+
+def _reservation_id(ctx: Context) -> pulumi.Input[str]:
+    reservation = ctx.args.reservation or ""
+    if reservation.startswith("/subscriptions/"):
+        return reservation
+    # A bare name: the capacity reservation group of that name in the fleet's resource group.
+    return pulumi.Output.all(ctx.subscription_id, ctx.resource_group).apply(
+        lambda v: (
+            f"/subscriptions/{v[0]}/resourceGroups/{v[1]}/providers/Microsoft.Compute/"
+            f"capacityReservationGroups/{reservation}"
+        )
+    )

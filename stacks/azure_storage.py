@@ -1,0 +1,185 @@
+"""Storage: Azure Managed Lustre for training data and a storage account for checkpoints.
+
+- AMLFS in the fleet's zone and its own subnet, the spec's AMLFS-Durable-Premium-<tier> SKU and
+  capacity (fleet.spec checks the tier's capacity step), a weekly maintenance window in a quiet
+  hour, and the spec's Key Vault key when it names one (else Microsoft-managed keys).
+- The checkpoint account: StorageV2, HTTPS only, TLS 1.2 at least, no public blob access, no
+  shared-key access (Entra ID only, so the nodes' managed identity is the only way in), blob
+  versioning, soft delete of blobs and containers for the noncurrent retention, and a lifecycle
+  rule that deletes checkpoints after `retention_days` and old versions after
+  `noncurrent_retention_days`.
+- The nodes' identity gets Storage Blob Data Contributor on the checkpoint container only: jobs
+  read and write checkpoints there, and nothing else in the subscription.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import pulumi
+from pulumi_azure_native import authorization, managedidentity, storage, storagecache
+
+from stacks.azure_context import Context
+
+CHECKPOINT_CONTAINER = "checkpoints"
+AMLFS_FSNAME = "lustrefs"  # AMLFS's file system name is always lustrefs
+MAINTENANCE_DAY = storagecache.MaintenanceDayOfWeekType.SUNDAY
+MAINTENANCE_TIME_UTC = "03:00"
+# Azure built-in role: Storage Blob Data Contributor (read, write, delete blobs; no account keys).
+BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    account: storage.StorageAccount
+    container: storage.BlobContainer
+
+
+def account_name(fleet: str, explicit: str | None) -> str:
+    """The spec's account name, or 3-24 lowercase letters and digits derived from the fleet's."""
+    if explicit:
+        return explicit
+    stem = "".join(c for c in fleet.lower() if c.isalnum())[:16]
+    return f"{stem}{hashlib.sha256(fleet.encode()).hexdigest()[:8]}"
+
+
+def checkpoints(ctx: Context) -> Checkpoints | None:
+    args = ctx.args
+    ckpt = args.checkpoints
+    if ckpt is None:
+        return None
+    account = storage.StorageAccount(
+        ctx.name("ckpt"),
+        storage.StorageAccountArgs(
+            resource_group_name=ctx.resource_group,
+            location=args.location,
+            account_name=account_name(args.name, ckpt.account),
+            kind="StorageV2",
+            sku=storage.SkuArgs(name="Standard_ZRS" if args.zone else "Standard_LRS"),
+            access_tier=storage.AccessTier.HOT,
+            enable_https_traffic_only=True,
+            minimum_tls_version="TLS1_2",
+            allow_blob_public_access=False,
+            allow_shared_key_access=False,
+            default_to_o_auth_authentication=True,
+            allow_cross_tenant_replication=False,
+            tags=ctx.tags("checkpoints"),
+        ),
+        ctx.opts(),
+    )
+    soft_delete = storage.DeleteRetentionPolicyArgs(enabled=True, days=max(1, ckpt.noncurrent_retention_days))
+    storage.BlobServiceProperties(
+        ctx.name("ckpt-blob"),
+        storage.BlobServicePropertiesArgs(
+            resource_group_name=ctx.resource_group,
+            account_name=account.name,
+            blob_services_name="default",
+            is_versioning_enabled=True,
+            delete_retention_policy=soft_delete,
+            container_delete_retention_policy=soft_delete,
+        ),
+        ctx.opts(),
+    )
+    container = storage.BlobContainer(
+        ctx.name("ckpt-container"),
+        storage.BlobContainerArgs(
+            resource_group_name=ctx.resource_group,
+            account_name=account.name,
+            container_name=CHECKPOINT_CONTAINER,
+            public_access=storage.PublicAccess.NONE,
+        ),
+        ctx.opts(),
+    )
+    storage.ManagementPolicy(
+        ctx.name("ckpt-lifecycle"),
+        storage.ManagementPolicyArgs(
+            resource_group_name=ctx.resource_group,
+            account_name=account.name,
+            management_policy_name="default",
+            policy=storage.ManagementPolicySchemaArgs(
+                rules=[
+                    storage.ManagementPolicyRuleArgs(
+                        name="checkpoint-retention",
+                        enabled=True,
+                        type="Lifecycle",
+                        definition=storage.ManagementPolicyDefinitionArgs(
+                            filters=storage.ManagementPolicyFilterArgs(
+                                blob_types=["blockBlob"], prefix_match=[f"{CHECKPOINT_CONTAINER}/"]
+                            ),
+                            actions=storage.ManagementPolicyActionArgs(
+                                base_blob=storage.ManagementPolicyBaseBlobArgs(
+                                    delete=storage.DateAfterModificationArgs(
+                                        days_after_modification_greater_than=ckpt.retention_days
+                                    )
+                                ),
+                                version=storage.ManagementPolicyVersionArgs(
+                                    delete=storage.DateAfterCreationArgs(
+                                        days_after_creation_greater_than=ckpt.noncurrent_retention_days
+                                    )
+                                ),
+                            ),
+                        ),
+                    )
+                ]
+            ),
+        ),
+        ctx.opts(),
+    )
+    return Checkpoints(account, container)
+
+
+def grant_checkpoints(
+    ctx: Context, ckpt: Checkpoints, who: managedidentity.UserAssignedIdentity
+) -> authorization.RoleAssignment:
+    role = ctx.subscription_id.apply(
+        lambda sub: (
+            f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}"
+        )
+    )
+    scope = pulumi.Output.concat(ckpt.account.id, "/blobServices/default/containers/", CHECKPOINT_CONTAINER)
+    return authorization.RoleAssignment(
+        ctx.name("nodes-ckpt"),
+        authorization.RoleAssignmentArgs(
+            principal_id=who.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=role,
+            scope=scope,
+            description=f"fleetforge {ctx.args.name}: nodes read and write their checkpoints",
+        ),
+        ctx.opts(depends_on=[ckpt.container]),
+    )
+
+
+def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFilesystem | None:
+    args = ctx.args
+    fs = args.filesystem
+    if fs is None:
+        return None
+    return storagecache.AmlFilesystem(
+        ctx.name("amlfs"),
+        storagecache.AmlFilesystemArgs(
+            resource_group_name=ctx.resource_group,
+            location=args.location,
+            aml_filesystem_name=f"{args.name}-amlfs",
+            sku=storagecache.SkuNameArgs(name=f"AMLFS-Durable-Premium-{fs.throughput_mbps_per_tib}"),
+            storage_capacity_ti_b=fs.capacity_tib,
+            filesystem_subnet=subnet_id,
+            zones=ctx.zones,
+            maintenance_window=storagecache.AmlFilesystemMaintenanceWindowArgs(
+                day_of_week=MAINTENANCE_DAY, time_of_day_utc=MAINTENANCE_TIME_UTC
+            ),
+            encryption_settings=(
+                storagecache.AmlFilesystemEncryptionSettingsArgs(
+                    key_encryption_key=storagecache.KeyVaultKeyReferenceArgs(
+                        key_url=args.key_url,
+                        source_vault=storagecache.KeyVaultKeyReferenceSourceVaultArgs(id=args.key_vault_id),
+                    )
+                )
+                if args.key_url and args.key_vault_id
+                else None
+            ),
+            tags=ctx.tags("filesystem"),
+        ),
+        ctx.opts(),
+    )
