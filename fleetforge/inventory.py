@@ -14,7 +14,9 @@ An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet 
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
 plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
 node_filter; GCP: google.cloud.gcp_compute filtered by the group's labels, for a managed instance
-group or a TPU slice's VMs; nodes reached by private address), with the same groups and variables.
+group or a TPU slice's VMs; Azure: azure.azcollection.azure_rm over the fleet's scale sets, one per
+InfiniBand domain, each host grouped as ib_domain_<n>; nodes reached by private address), with the
+same groups and variables.
 
 Every value comes from a spec or stack outputs, so it is data: in a static inventory every string
 is tagged `!unsafe` (Ansible never templates it) and host names must be plain host names; in the
@@ -68,11 +70,20 @@ _GCP_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _GCP_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _GCP_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 GCP_GROUP_KINDS = ("gcp-managed-instance-group", "gcp-tpu-queued-resource")
-SUPPORTED_GROUP_KINDS = ("aws-autoscaling-group", *GCP_GROUP_KINDS)
+AZURE_GROUP_KIND = "azure-vm-scale-set"
+SUPPORTED_GROUP_KINDS = ("aws-autoscaling-group", *GCP_GROUP_KINDS, AZURE_GROUP_KIND)
+# Azure grammars (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules):
+# a subscription is a GUID; a resource group 1-90 of letters, digits _ - . ( ), not ending in '.';
+# a scale set 1-64 of letters, digits _ . -, starting alphanumeric, ending alphanumeric or '_'.
+# None can spell a quote or a template, so names that pass go into filters and compose verbatim.
+_AZURE_SUBSCRIPTION = re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_AZURE_RESOURCE_GROUP = re.compile(r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]")
+_AZURE_VMSS_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,62}[A-Za-z0-9_])?")
 # Where each plugin looks for its configuration: a file name ending in one of these.
 PLUGIN_FILE_SUFFIXES = {
     "amazon.aws.aws_ec2": ("aws_ec2.yml", "aws_ec2.yaml"),
     "google.cloud.gcp_compute": ("gcp_compute.yml", "gcp_compute.yaml", "gcp.yml", "gcp.yaml"),
+    "azure.azcollection.azure_rm": ("azure_rm.yml", "azure_rm.yaml"),
 }
 
 
@@ -162,6 +173,8 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     kind = group.get("kind")
     if kind in GCP_GROUP_KINDS:
         return _gcp_compute(fleet, group, sku, storage)
+    if kind == AZURE_GROUP_KIND:
+        return _azure_rm(fleet, group, sku, storage, outputs.get("tags"))
     if kind != "aws-autoscaling-group":
         raise InventoryError(
             "group.kind",
@@ -261,6 +274,95 @@ def _gcp_compute(
         "compose": compose,
         "groups": {g: "true" if members else "false" for g, members in groups.items()},
     }
+
+
+def _azure_rm(
+    fleet: Mapping[str, Any],
+    group: Mapping[str, Any],
+    sku: Sku,
+    storage: Mapping[str, Any] | None,
+    tags: Any,
+) -> dict[str, Any]:
+    """azure.azcollection.azure_rm for the fleet's scale sets, one per InfiniBand domain.
+
+    The plugin lists the Uniform scale sets of the group's resource group and their instances;
+    only instances of the fleet's own scale sets are kept (and none tagged for another fleet),
+    named by instance name (<scale set>_<instance id>), reached on the first private address, and
+    grouped per InfiniBand domain (ib_domain_<n>) so burn-in and jobs see who shares a fabric.
+    Each host gets what the azure-replace action reads: azure_subscription_id and
+    azure_resource_group from the outputs, azure_vmss_name and azure_vmss_instance_id (the last
+    segment of the instance's resource id) from the plugin's own host vars."""
+    subscription = _gcp_text(
+        group.get("subscription_id"), _AZURE_SUBSCRIPTION, "group.subscription_id", "an Azure subscription id"
+    )
+    resource_group = _gcp_text(
+        group.get("resource_group"), _AZURE_RESOURCE_GROUP, "group.resource_group", "an Azure resource group"
+    )
+    domains = _azure_scale_sets(group.get("scale_sets"), fleet.get("size"))
+    names = ", ".join(f"'{name}'" for name in domains)
+    domain_of = "{" + ", ".join(f"'{name}': {index}" for name, index in domains.items()) + "}"
+    fleet_tag = (tags.get("fleet") if isinstance(tags, Mapping) else None) or fleet.get("name")
+    ids = {"azure_subscription_id": subscription, "azure_resource_group": resource_group}
+    groups = _groups(sku, storage)
+    compose = {
+        # Nodes have no public address: Ansible reaches them on the primary NIC's private IP.
+        "ansible_host": "private_ipv4_addresses | first",
+        "azure_vmss_name": "vmss.name",
+        # .../virtualMachineScaleSets/<set>/virtualMachines/<instance id>
+        "azure_vmss_instance_id": "id.split('/') | last",
+        "fleetforge_ib_domain": f"{domain_of}[vmss.name]",
+        **_composed_literals(fleet, sku, storage, groups, ids),
+    }
+    return {
+        "plugin": "azure.azcollection.azure_rm",
+        "auth_source": "auto",  # environment, managed identity or CLI, as the azure-replace action
+        "subscription_id": ansible_yaml.Unsafe(subscription),
+        "include_vm_resource_groups": [],  # scale set instances only, never stray VMs
+        "include_vmss_resource_groups": [ansible_yaml.Unsafe(resource_group)],
+        "plain_host_names": True,
+        "hostnames": ["name"],
+        # An instance view shows the scale set's tags only on newer API versions, so the scale set
+        # names decide membership; a node tagged for another fleet is dropped all the same.
+        # Filters and the keyed group's key are Jinja the plugin evaluates, so they are plain
+        # strings; every value in them has passed a grammar in which no quote or brace exists.
+        "include_host_filters": [f"vmss.name is defined and vmss.name in [{names}]"],
+        "exclude_host_filters": [
+            f"tags.fleet is defined and tags.fleet != {_jinja_literal(fleet_tag, 'tags.fleet')}"
+        ],
+        "compose": compose,
+        "conditional_groups": {g: "true" if members else "false" for g, members in groups.items()},
+        # As text: a keyed group whose key yields 0 is taken as "no key" and fails the source.
+        "keyed_groups": [{"prefix": "ib_domain", "key": f"{domain_of}[vmss.name] | string"}],
+    }
+
+
+def _azure_scale_sets(value: Any, size: Any) -> dict[str, int]:
+    """Scale set name -> InfiniBand domain, domains exactly 0..n-1, capacities adding to the size."""
+    if not isinstance(value, list) or not value:
+        raise InventoryError(
+            "group.scale_sets", "expected a non-empty list of {name, ib_domain, capacity}, one per domain"
+        )
+    found: dict[str, int] = {}
+    total = 0
+    for index, entry in enumerate(value):
+        where = f"group.scale_sets[{index}]"
+        if not isinstance(entry, Mapping):
+            raise InventoryError(where, "expected a mapping {name, ib_domain, capacity}")
+        name = _gcp_text(entry.get("name"), _AZURE_VMSS_NAME, f"{where}.name", "an Azure scale set name")
+        domain, capacity = entry.get("ib_domain"), entry.get("capacity")
+        if isinstance(domain, bool) or domain != index:
+            raise InventoryError(
+                f"{where}.ib_domain", f"{domain!r}; allowed: {index} (domains in order from 0)"
+            )
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise InventoryError(f"{where}.capacity", f"{capacity!r}; allowed: a whole number of instances")
+        if name in found:
+            raise InventoryError(f"{where}.name", f"{name!r} names two domains")
+        found[name] = index
+        total += capacity
+    if isinstance(size, int) and not isinstance(size, bool) and total != size:
+        raise InventoryError("group.scale_sets", f"capacities add to {total}, but fleet.size is {size}")
+    return found
 
 
 def _gcp_text(value: Any, grammar: re.Pattern[str], field: str, what: str) -> str:

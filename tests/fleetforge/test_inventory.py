@@ -608,3 +608,240 @@ def test_the_gcp_stacks_planned_outputs_make_an_inventory(example: str) -> None:
         assert doc["compose"]["gce_mig"] == f"'{group['name']}'"
     else:
         assert "gce_mig" not in doc["compose"]
+
+
+# --------------------------------------------------------------------------- Azure
+
+SUBSCRIPTION = "0b1f6471-1bf0-4dda-aec3-111122223333"
+
+
+def azure_outputs(domains: tuple[int, ...] = (50, 50), **storage: Any) -> dict[str, Any]:
+    """Azure stack outputs as /tmp contract v1 describes them: one scale set per InfiniBand domain."""
+    sets = [{"name": f"ndh100-ib{i}", "ib_domain": i, "capacity": c} for i, c in enumerate(domains)]
+    return {
+        "fleet": {
+            "name": "ndh100",
+            "cloud": "azure",
+            "sku": "Standard_ND96isr_H100_v5",
+            "region": "eastus",
+            "zone": "1",
+            "nodes": sum(domains) - 2,
+            "spares": 2,
+            "size": sum(domains),
+        },
+        "group": {
+            "kind": "azure-vm-scale-set",
+            "name": sets[0]["name"],
+            "subscription_id": SUBSCRIPTION,
+            "resource_group": "ML-Fleet_rg",
+            "region": "eastus",
+            "zone": "1",
+            "scale_sets": sets,
+            "node_filter": {"tags.fleet": "ndh100"},
+        },
+        "fabric": {"kind": "infiniband", "nics": 8},
+        "storage": storage or None,
+        "checkpoints": None,
+        "tags": {"owner": "ml", "fleet": "ndh100"},
+    }
+
+
+def azure_host(vmss: str, instance: int, *, ip: str, fleet: str | None = "ndh100") -> dict[str, Any]:
+    """One scale set instance as azure_rm's AzureHost.hostvars shows it (resource_group lowercased)."""
+    rg = "ML-Fleet_rg"
+    set_id = f"/subscriptions/{SUBSCRIPTION}/resourceGroups/{rg}/providers/Microsoft.Compute/virtualMachineScaleSets/{vmss}"
+    return {
+        "default_inventory_hostname": f"{vmss}_{instance}_abcd",
+        "hostvars": {
+            "name": f"{vmss}_{instance}",
+            "id": f"{set_id}/virtualMachines/{instance}",
+            "vmss": {"id": set_id, "name": vmss},
+            "resource_group": rg.lower(),
+            "location": "eastus",
+            "powerstate": "running",
+            "provisioning_state": "succeeded",
+            "private_ipv4_addresses": [ip],
+            "public_ipv4_address": [],
+            "tags": {"fleet": fleet} if fleet else {},
+        },
+    }
+
+
+# Runs the installed azure.azcollection.azure_rm plugin over an inventory file: parse() reads and
+# checks the configuration, then filtering, compose, conditional and keyed groups are the plugin's
+# own (_populate); only the Azure API calls (_credential_setup, _get_hosts) are replaced by hosts
+# read from a file in the shape AzureHost produces. Prints hosts, groups, vars and what was asked.
+_AZURE_PLUGIN_RUN = """
+import json, sys, types
+from ansible.plugins.loader import init_plugin_loader
+init_plugin_loader()
+from ansible_collections.azure.azcollection.plugins.inventory import azure_rm
+from ansible.inventory.manager import InventoryManager
+from ansible.parsing.dataloader import DataLoader
+asked = {}
+def credential_setup(self):
+    asked["subscription_id"] = self.get_option("subscription_id")
+    asked["auth_source"] = self.get_option("auth_source")
+def get_hosts(self):
+    asked["vmss_resource_groups"] = list(self.get_option("include_vmss_resource_groups"))
+    asked["vm_resource_groups"] = list(self.get_option("include_vm_resource_groups"))
+    self._hosts = [types.SimpleNamespace(**h) for h in json.load(open(sys.argv[2]))]
+azure_rm.InventoryModule._credential_setup = credential_setup
+azure_rm.InventoryModule._get_hosts = get_hosts
+manager = InventoryManager(loader=DataLoader(), sources=[sys.argv[1]])
+hosts = {
+    h.name: {"groups": sorted(g.name for g in h.get_groups()), "vars": h.get_vars()}
+    for h in manager.get_hosts()
+}
+print(json.dumps({"asked": asked, "hosts": hosts}, default=str))
+"""
+
+
+def azure_plugin_inventory(path: Path, hosts: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    answer = path.with_name("hosts.json")
+    answer.write_text(json.dumps(hosts))
+    done = subprocess.run(
+        [sys.executable, "-c", _AZURE_PLUGIN_RUN, str(path), str(answer)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    return data["hosts"], data["asked"]
+
+
+def test_azure_outputs_become_an_azure_rm_config_whose_hosts_carry_the_replace_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from validation.actions.azure import AzureReplace
+
+    src = tmp_path / "outputs.json"
+    src.write_text(
+        json.dumps(azure_outputs(kind="amlfs", mount_source="10.9.0.4@tcp:/lustrefs", mount_point="/lustre"))
+    )
+    target = tmp_path / "ndh100.azure_rm.yml"
+    code, _, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(target))
+    assert code == exitcodes.OK, err
+    doc = ansible_yaml.load(target.read_text())
+    assert doc["plugin"] == "azure.azcollection.azure_rm"
+    assert doc["include_vmss_resource_groups"] == ["ML-Fleet_rg"] and doc["include_vm_resource_groups"] == []
+
+    hosts, asked = azure_plugin_inventory(
+        target,
+        [
+            azure_host("ndh100-ib0", 0, ip="10.0.0.4"),
+            azure_host("ndh100-ib1", 17, ip="10.0.1.9", fleet=None),  # no tags shown: still the fleet's
+            azure_host("other-ib0", 3, ip="10.0.2.2"),  # another scale set in the resource group
+            azure_host("ndh100-ib0", 5, ip="10.0.0.8", fleet="someone-else"),
+            {
+                **azure_host("ndh100-ib1", 2, ip="10.0.1.2"),
+                "hostvars": {
+                    **azure_host("ndh100-ib1", 2, ip="10.0.1.2")["hostvars"],
+                    "powerstate": "deallocated",
+                },
+            },
+        ],
+    )
+    assert asked == {
+        "subscription_id": SUBSCRIPTION,
+        "auth_source": "auto",
+        "vmss_resource_groups": ["ML-Fleet_rg"],
+        "vm_resource_groups": [],
+    }
+    assert set(hosts) == {"ndh100-ib0_0", "ndh100-ib1_17"}
+    assert (
+        "ib_domain_0" in hosts["ndh100-ib0_0"]["groups"] and "ib_domain_1" in hosts["ndh100-ib1_17"]["groups"]
+    )
+    assert {"gpu_nodes", "ib_nodes", "lustre_clients"} <= set(hosts["ndh100-ib1_17"]["groups"])
+    hostvars = hosts["ndh100-ib1_17"]["vars"]
+    assert hostvars["ansible_host"] == "10.0.1.9" and hostvars["fleetforge_ib_domain"] == 1
+    assert (
+        hostvars["lustre_client_mgs_nids"] == ["10.9.0.4@tcp"]
+        and hostvars["lustre_client_fsname"] == "lustrefs"
+    )
+    ids = ids_from_hostvars(hostvars, host="ndh100-ib1_17")
+    assert (
+        ids.azure_subscription_id,
+        ids.azure_resource_group,
+        ids.azure_vmss_name,
+        ids.azure_vmss_instance_id,
+    ) == (
+        SUBSCRIPTION,
+        "ML-Fleet_rg",  # the outputs' spelling, not the plugin's lowercased resource_group
+        "ndh100-ib1",
+        "17",
+    )
+    node = RejectedNode(name="ndh100-ib1_17", reasons=("slow",), ids=ids)
+    action = AzureReplace()
+    assert action.node_problems(node) == []
+    (step,) = action.plan([node])
+    assert step.calls[1].params["vm_scale_set_name"] == "ndh100-ib1"
+    assert step.calls[1].params["vm_instance_i_ds"] == {"instanceIds": ["17"]}
+    # Every key written is an option the installed plugin documents.
+    docs = subprocess.run(
+        [str(BIN / "ansible-doc"), "-t", "inventory", "azure.azcollection.azure_rm", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    options = json.loads(docs.stdout)["azure.azcollection.azure_rm"]["doc"]["options"]
+    assert set(doc) - {"plugin"} <= set(options)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "field"),
+    [
+        ("group", "subscription_id", None, "group.subscription_id"),
+        ("group", "subscription_id", "not-a-guid", "group.subscription_id"),
+        ("group", "resource_group", "rg.", "group.resource_group"),
+        ("group", "resource_group", "rg'] or True or ['", "group.resource_group"),
+        ("group", "scale_sets", [], "group.scale_sets"),
+        (
+            "group",
+            "scale_sets",
+            [{"name": "ib0'}", "ib_domain": 0, "capacity": 100}],
+            "group.scale_sets[0].name",
+        ),
+        (
+            "group",
+            "scale_sets",
+            [{"name": "ib0", "ib_domain": 1, "capacity": 100}],
+            "group.scale_sets[0].ib_domain",
+        ),
+        (
+            "group",
+            "scale_sets",
+            [{"name": "ib0", "ib_domain": 0, "capacity": "100"}],
+            "group.scale_sets[0].capacity",
+        ),
+        ("group", "scale_sets", [{"name": "ib0", "ib_domain": 0, "capacity": 99}], "group.scale_sets"),
+        ("tags", "fleet", "{{ lookup('pipe', 'id') }}", "tags.fleet"),
+    ],
+)
+def test_azure_outputs_that_cannot_list_the_scale_sets_name_the_field(
+    section: str, key: str, value: Any, field: str
+) -> None:
+    outputs = azure_outputs()
+    outputs[section][key] = value
+    with pytest.raises(InventoryError) as info:
+        from_stack_outputs(outputs)
+    assert info.value.field == field
+
+
+def test_azure_inventory_must_be_named_for_its_plugin(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    src = tmp_path / "outputs.json"
+    src.write_text(json.dumps(azure_outputs()))
+    code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(tmp_path / "nd.yml"))
+    assert code == exitcodes.USAGE and "azure_rm.yml" in err and stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs.json"]
+
+
+def test_one_domain_fleet_is_one_scale_set_and_one_ib_group() -> None:
+    doc = from_stack_outputs(azure_outputs(domains=(34,)))
+    assert doc["include_host_filters"] == ["vmss.name is defined and vmss.name in ['ndh100-ib0']"]
+    assert doc["keyed_groups"] == [{"prefix": "ib_domain", "key": "{'ndh100-ib0': 0}[vmss.name] | string"}]
