@@ -1,4 +1,4 @@
-"""Plans of AWS and GCP fleet specs, shared by the stack, policy and CLI tests.
+"""Plans of AWS, GCP and Azure fleet specs, shared by the stack, policy and CLI tests.
 
 Each distinct spec is planned once per test session (a plan runs the whole stack program under
 Pulumi's mocks), so the many small assertions below cost one program run per variant.
@@ -110,3 +110,25 @@ def layout(sku: str) -> list[tuple[int, int, str]]:
     return [
         (s.network_card_index, s.device_index, s.interface_type) for s in aws_network_interfaces(get_sku(sku))
     ]
+
+
+AZURE_SKUS = [s.sku for s in all_skus() if s.cloud == "azure"]
+AZURE_EXAMPLE: dict[str, Any] = yaml.safe_load((EXAMPLES / "azure-ndh100-fleet.yaml").read_text())
+
+VMSS = "azure-native:compute:VirtualMachineScaleSet"
+PPG = "azure-native:compute:ProximityPlacementGroup"
+NSG = "azure-native:network:NetworkSecurityGroup"
+AZ_SUBNET = "azure-native:network:Subnet"
+NAT = "azure-native:network:NatGateway"
+PUBLIC_IP = "azure-native:network:PublicIPAddress"
+AMLFS = "azure-native:storagecache:AmlFilesystem"
+ACCOUNT = "azure-native:storage:StorageAccount"
+BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
+LIFECYCLE = "azure-native:storage:ManagementPolicy"
+ROLE = "azure-native:authorization:RoleAssignment"
+IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
+
+
+def azure_doc(**changes: Any) -> dict[str, Any]:
+    """The example Azure spec (32 + 2 ND H100 v5, AMLFS, checkpoints) with dotted-path changes."""
+    return _changed(AZURE_EXAMPLE, changes)
