@@ -845,3 +845,21 @@ def test_one_domain_fleet_is_one_scale_set_and_one_ib_group() -> None:
     doc = from_stack_outputs(azure_outputs(domains=(34,)))
     assert doc["include_host_filters"] == ["vmss.name is defined and vmss.name in ['ndh100-ib0']"]
     assert doc["keyed_groups"] == [{"prefix": "ib_domain", "key": "{'ndh100-ib0': 0}[vmss.name] | string"}]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("azure-*.yaml")))
+def test_the_azure_stacks_planned_outputs_make_an_inventory(example: str) -> None:
+    """What the Azure component exports (planned under Pulumi's mocks) is what the reader takes."""
+    from fleetforge.plan import plan_file
+
+    outputs = json.loads(json.dumps(plan_file(EXAMPLES / example).outputs))
+    doc = from_stack_outputs(outputs)
+    group = outputs["group"]
+    assert doc["plugin"] == "azure.azcollection.azure_rm"
+    assert doc["subscription_id"] == group["subscription_id"]
+    assert doc["include_vmss_resource_groups"] == [group["resource_group"]]
+    for scale_set in group["scale_sets"]:
+        assert f"'{scale_set['name']}': {scale_set['ib_domain']}" in doc["compose"]["fleetforge_ib_domain"]
+    if outputs["storage"] is not None:
+        assert doc["compose"]["lustre_client_fsname"] == "'lustrefs'"
+        assert doc["conditional_groups"]["lustre_clients"] == "true"

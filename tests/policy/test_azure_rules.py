@@ -19,6 +19,7 @@ import pytest
 from policy import rules
 from policy.rules import Resource, Violation
 from policy.rules import check as plain_check
+from tests.conftest import EXAMPLES
 from tests.policy.crossguard import crossguard
 
 TAGS = {"owner": "research-infra", "fleet": "ndh100", "dataset": "code-mix-v3", "managed-by": "fleetforge"}
@@ -309,3 +310,23 @@ def test_two_vm_sizes_in_one_fleet_fire_one_instance_type() -> None:
     assert len(violations) == 1 and "Standard_ND96isr_H200_v5" in violations[0].message
     unsized = _changed(fleet(), rules.AZURE_VMSS, _set("sku.name", None), name="ndh100-ib0")
     assert _fired(unsized) == {"one-instance-type"}
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("azure-*.yaml")))
+def test_planned_azure_examples_violate_nothing_and_a_changed_scale_set_does(example: str) -> None:
+    """The Azure component's real resources (planned under mocks), judged through CrossGuard's proxy."""
+    from fleetforge.plan import plan_file
+
+    planned = [Resource(r.type, r.name, r.inputs, id=r.id) for r in plan_file(EXAMPLES / example).resources]
+    assert any(r.type == rules.AZURE_VMSS for r in planned)
+    assert check(planned) == []
+
+    def open_and_weak(props: dict[str, Any]) -> None:
+        profile = props["virtualMachineProfile"]
+        nic = profile["networkProfile"]["networkInterfaceConfigurations"][0]
+        nic["ipConfigurations"][0]["publicIPAddressConfiguration"] = {"name": "pip"}
+        profile["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] = False
+        profile["securityProfile"]["encryptionAtHost"] = False
+
+    fired = _fired(_changed(planned, rules.AZURE_VMSS, open_and_weak))
+    assert {"no-public-ip", "password-authentication-disabled", "encrypted-at-rest"} <= fired
