@@ -8,12 +8,15 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from fleet.spec import spec_from_mapping
 from fleetforge.plan_runtime import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
 from stacks.azure_storage import BLOB_DATA_CONTRIBUTOR
+from stacks.checks import spec_problems
+from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
     ACCOUNT,
     AMLFS,
@@ -226,3 +229,42 @@ def test_a_fleet_above_one_ib_domain_is_split_into_scale_sets_named_in_the_outpu
     # Resources grow with domains only: three domains add two scale sets to the one-domain fleet.
     one_domain, _ = _fleet_records(dataclasses.replace(base, nodes=98, spares=2))
     assert len(recorded) - len(one_domain) == 2
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("azure-*.yaml")))
+def test_every_azure_example_plans_with_no_policy_violation(example: str) -> None:
+    doc = yaml.safe_load((EXAMPLES / example).read_text())
+    plan = plan_of(doc)
+    assert plan.violations == ()
+    assert plan.outputs["fleet"]["cloud"] == "azure"
+    assert sum(s["capacity"] for s in plan.outputs["group"]["scale_sets"]) == plan.outputs["fleet"]["size"]
+
+
+def test_an_image_override_is_pinned_into_the_scale_set() -> None:
+    urn = "microsoft-dsvm:ubuntu-hpc:2204:22.04.2025030701"
+    image = _vmss_profile(azure_doc(image=urn))[1]["storageProfile"]["imageReference"]
+    assert image == {
+        "publisher": "microsoft-dsvm",
+        "offer": "ubuntu-hpc",
+        "sku": "2204",
+        "version": "22.04.2025030701",
+    }
+    gallery = "/subscriptions/00000000-0000-4000-8000-000000000001/resourceGroups/img/providers/Microsoft.Compute/galleries/g/images/hpc/versions/1.0.0"
+    assert _vmss_profile(azure_doc(image=gallery))[1]["storageProfile"]["imageReference"] == {"id": gallery}
+
+
+@pytest.mark.parametrize(
+    ("changes", "path"),
+    [
+        ({"image": "microsoft-dsvm:ubuntu-hpc:2204:latest"}, "image"),
+        ({"network": {"vpc_id": "existing-vnet", "subnet_id": "existing-subnet"}}, "network.vpc_id"),
+        ({"network": {"bastion": "10.0.0.5"}}, "network.bastion"),
+        ({"network": {"vpc_cidr": "10.0.0.0/26"}}, "network.vpc_cidr"),
+    ],
+)
+def test_what_the_azure_stack_cannot_provision_is_named_before_pulumi_runs(
+    changes: dict[str, Any], path: str
+) -> None:
+    spec = spec_from_mapping(azure_doc(**changes))
+    assert path in [p for p, _ in spec_problems(spec)]
+    assert spec_problems(spec_from_mapping(azure_doc())) == []
