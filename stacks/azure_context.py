@@ -7,10 +7,11 @@ scale sets"). A fleet larger than one domain is split into several scale sets, o
 domain each, sizes balanced and spares counted: the count of resources grows with domains, never
 with nodes inside a domain.
 
-Facts the spec may not carry yet have defaults here (each read with getattr so this module works
-before and after the spec learns them): `network.ib_domain_size` (100), `azure.resource_group`
-(None: the stack creates `<name>-rg`), `azure.ssh_public_key` (None: Pulumi config
-`fleetforge:sshPublicKey`).
+From the spec: `network.ib_domain_size` (default: the SKU's placement-group limit, so the
+domains are fleet.spec.azure_ib_domains'), `azure.resource_group` (None: the stack creates
+`<name>-rg`), `azure.ssh_public_key` (None: Pulumi config `fleetforge:sshPublicKey`). The spec
+has no Azure Key Vault key yet, so `key_url`/`key_vault_id` stay None from a spec (Microsoft-
+managed keys) until it does.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import ipaddress
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
@@ -88,7 +88,7 @@ class AzureFleetArgs:
         if fs is not None and fs.kind == "amlfs":
             tib = fs.capacity_tib if fs.capacity_tib is not None else (fs.gib or 0) / 1024
             filesystem = FileSystemArgs(math.ceil(tib), fs.throughput_mbps_per_tib or 125, fs.mount_point)
-        azure: Any = getattr(spec, "azure", None)
+        azure = spec.azure
         return cls(
             name=spec.name,
             location=spec.region,
@@ -108,11 +108,11 @@ class AzureFleetArgs:
                 else None
             ),
             tags=fleet_tags(spec),
-            resource_group=getattr(azure, "resource_group", None),
-            ssh_public_key=getattr(azure, "ssh_public_key", None),
-            ib_domain_size=int(getattr(spec.network, "ib_domain_size", None) or IB_DOMAIN_MAX),
-            key_url=getattr(azure, "key_url", None),
-            key_vault_id=getattr(azure, "key_vault_id", None),
+            resource_group=azure.resource_group if azure is not None else None,
+            ssh_public_key=azure.ssh_public_key if azure is not None else None,
+            ib_domain_size=(
+                spec.network.ib_domain_size or spec.catalog_sku.placement.max_nodes or IB_DOMAIN_MAX
+            ),
         )
 
 

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 import yaml
 
-from fleet.spec import spec_from_mapping
+from fleet.spec import azure_ib_domains, spec_from_mapping
 from fleetforge.plan_runtime import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
@@ -268,3 +268,28 @@ def test_what_the_azure_stack_cannot_provision_is_named_before_pulumi_runs(
     spec = spec_from_mapping(azure_doc(**changes))
     assert path in [p for p, _ in spec_problems(spec)]
     assert spec_problems(spec_from_mapping(azure_doc())) == []
+
+
+def test_a_spec_with_ib_domain_size_plans_one_scale_set_per_domain_as_the_spec_counts_them() -> None:
+    doc = azure_doc(nodes=240, spares=10, network={"ssh_cidr": "10.20.0.0/16", "ib_domain_size": 100})
+    plan = plan_of(doc)
+    expected = azure_ib_domains(spec_from_mapping(doc))
+    assert expected == (84, 83, 83)
+    assert [s["capacity"] for s in plan.outputs["group"]["scale_sets"]] == list(expected)
+    sets = sorted(of_type(plan, VMSS), key=lambda r: r.name)
+    assert [r.inputs["sku"]["capacity"] for r in sets] == list(expected)
+    assert all(r.inputs["singlePlacementGroup"] is True for r in sets)
+    assert plan.outputs["fabric"]["placement"]["domain_size"] == 100
+    assert plan.violations == ()
+
+
+def test_the_spec_s_resource_group_and_ssh_key_are_used_and_no_group_is_created() -> None:
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDpFL4e1QjzJdJ0tfLp6Gx6pRWvPLDkXc4T5cWzqf1Ta ops@fleet"
+    plan = plan_of(azure_doc(azure={"resource_group": "ml-prod", "ssh_public_key": key}))
+    assert of_type(plan, "azure-native:resources:ResourceGroup") == []
+    assert {r.inputs["resourceGroupName"] for r in of_type(plan, VMSS) + of_type(plan, NSG)} == {"ml-prod"}
+    assert plan.outputs["group"]["resource_group"] == "ml-prod"
+    (public,) = one(plan, VMSS).inputs["virtualMachineProfile"]["osProfile"]["linuxConfiguration"]["ssh"][
+        "publicKeys"
+    ]
+    assert public["keyData"] == key
