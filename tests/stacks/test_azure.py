@@ -4,6 +4,7 @@ one InfiniBand domain is split."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import pulumi
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from fleet.spec import azure_ib_domains, spec_from_mapping
+from fleetforge.inventory import from_stack_outputs
 from fleetforge.plan_runtime import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
@@ -293,3 +295,15 @@ def test_the_spec_s_resource_group_and_ssh_key_are_used_and_no_group_is_created(
         "publicKeys"
     ]
     assert public["keyData"] == key
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("azure-*.yaml")))
+def test_the_azure_stacks_planned_outputs_make_an_inventory(example: str) -> None:
+    """What the component exports is what `fleetforge inventory --stack-outputs` takes."""
+    outputs = json.loads(json.dumps(plan_of(yaml.safe_load((EXAMPLES / example).read_text())).outputs))
+    doc = from_stack_outputs(outputs)
+    group = outputs["group"]
+    assert doc["plugin"] == "azure.azcollection.azure_rm"
+    assert doc["subscription_id"] == group["subscription_id"] == MOCK_SUBSCRIPTION
+    assert doc["include_vmss_resource_groups"] == [group["resource_group"]]
+    assert all(s["name"] in " ".join(doc["include_host_filters"]) for s in group["scale_sets"])
