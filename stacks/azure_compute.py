@@ -15,9 +15,12 @@ placement group, which holds at most 100 VMs; its capacity counts the spares. A 
   run without one.
 - No public IP configuration on any NIC; accelerated networking on the one host NIC (the eight
   InfiniBand HCAs are SR-IOV devices of the SKU, not NICs in the model).
-- Encryption at host for the OS disk and temp disk. Trusted Launch only for SKUs Azure lists as
-  supporting it (TRUSTED_LAUNCH_SKUS): ND H100 v5 and ND H200 v5 are not listed there, so they
-  run with securityType Standard.
+- Encryption at host for the OS disk and temp disk. Trusted Launch only for sizes Azure lists as
+  supporting it (TRUSTED_LAUNCH_SKUS). Azure's "Trusted launch for Azure virtual machines" page
+  (learn.microsoft.com/azure/virtual-machines/trusted-launch, "Virtual machines sizes") lists
+  GPU sizes up to NC_A100_v4 and NVadsA10 v5 as supported and the ND A100 v4 sizes as "not
+  supported yet"; ND H100 v5 and ND H200 v5 are in neither column, so they run with securityType
+  Standard (Azure's default) until that page lists them, rather than fail to deploy.
 - Capacity: spot as Spot with Delete on eviction and no price cap; a reservation as the named
   capacity reservation group; nothing else consumes a reservation.
 - Upgrades are Manual: a model change never rolls a training fleet by itself; overprovisioning
@@ -39,7 +42,7 @@ IMAGE_SKU = "2204"
 IMAGE_VERSION = "22.04.2024102301"
 ADMIN_USER = "fleetforge"
 OS_DISK_GIB = 256  # image plus container images and logs; data lives on Lustre
-# Sizes that Azure documents as supporting Trusted Launch. ND H100/H200 v5 are absent.
+# Catalog sizes Azure documents as supporting Trusted Launch (see above): none of the ND v5 sizes.
 TRUSTED_LAUNCH_SKUS: frozenset[str] = frozenset()
 
 
