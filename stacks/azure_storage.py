@@ -2,7 +2,9 @@
 
 - AMLFS in the fleet's zone and its own subnet, the spec's AMLFS-Durable-Premium-<tier> SKU and
   capacity (fleet.spec checks the tier's capacity step), a weekly maintenance window in a quiet
-  hour, and the spec's Key Vault key when it names one (else Microsoft-managed keys).
+  hour, and a Key Vault key when one is named (else Microsoft-managed keys). With a key, the file
+  system gets its own user-assigned identity holding only "Key Vault Crypto Service Encryption
+  User" on that vault, which is what AMLFS needs to wrap its data keys.
 - The checkpoint account: StorageV2, HTTPS only, TLS 1.2 at least, no public blob access, no
   shared-key access (Entra ID only, so the nodes' managed identity is the only way in), blob
   versioning, soft delete of blobs and containers for the noncurrent retention, and a lifecycle
@@ -28,6 +30,8 @@ MAINTENANCE_DAY = storagecache.MaintenanceDayOfWeekType.SUNDAY
 MAINTENANCE_TIME_UTC = "03:00"
 # Azure built-in role: Storage Blob Data Contributor (read, write, delete blobs; no account keys).
 BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+# Azure built-in role: Key Vault Crypto Service Encryption User (read a key, wrap and unwrap with it).
+KEY_VAULT_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
 
 
 @dataclass(frozen=True)
@@ -151,11 +155,41 @@ def grant_checkpoints(
     )
 
 
+def _role(ctx: Context, role: str) -> pulumi.Output[str]:
+    return ctx.subscription_id.apply(
+        lambda sub: f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+    )
+
+
+def _key_identity(ctx: Context, vault_id: str) -> managedidentity.UserAssignedIdentity:
+    who = managedidentity.UserAssignedIdentity(
+        ctx.name("amlfs-id"),
+        opts=ctx.opts(),
+        resource_group_name=ctx.resource_group,
+        location=ctx.args.location,
+        resource_name_=f"{ctx.args.name}-amlfs",
+        tags=ctx.tags("identity"),
+    )
+    authorization.RoleAssignment(
+        ctx.name("amlfs-key"),
+        authorization.RoleAssignmentArgs(
+            principal_id=who.principal_id,
+            principal_type="ServicePrincipal",
+            role_definition_id=_role(ctx, KEY_VAULT_ENCRYPTION_USER),
+            scope=vault_id,
+            description=f"fleetforge {ctx.args.name}: the file system wraps its keys with the fleet's key",
+        ),
+        ctx.opts(),
+    )
+    return who
+
+
 def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFilesystem | None:
     args = ctx.args
     fs = args.filesystem
     if fs is None:
         return None
+    key_user = _key_identity(ctx, args.key_vault_id) if args.key_url and args.key_vault_id else None
     return storagecache.AmlFilesystem(
         ctx.name("amlfs"),
         storagecache.AmlFilesystemArgs(
@@ -177,6 +211,14 @@ def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFi
                     )
                 )
                 if args.key_url and args.key_vault_id
+                else None
+            ),
+            identity=(
+                storagecache.AmlFilesystemIdentityArgs(
+                    type=storagecache.AmlFilesystemIdentityType.USER_ASSIGNED,
+                    user_assigned_identities=[key_user.id],
+                )
+                if key_user is not None
                 else None
             ),
             tags=ctx.tags("filesystem"),

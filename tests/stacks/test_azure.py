@@ -14,9 +14,10 @@ import yaml
 from fleet.spec import azure_ib_domains, spec_from_mapping
 from fleetforge.inventory import from_stack_outputs
 from fleetforge.plan_runtime import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
+from stacks import azure_compute
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
-from stacks.azure_storage import BLOB_DATA_CONTRIBUTOR
+from stacks.azure_storage import BLOB_DATA_CONTRIBUTOR, KEY_VAULT_ENCRYPTION_USER
 from stacks.checks import spec_problems
 from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
@@ -307,3 +308,35 @@ def test_the_azure_stacks_planned_outputs_make_an_inventory(example: str) -> Non
     assert doc["subscription_id"] == group["subscription_id"] == MOCK_SUBSCRIPTION
     assert doc["include_vmss_resource_groups"] == [group["resource_group"]]
     assert all(s["name"] in " ".join(doc["include_host_filters"]) for s in group["scale_sets"])
+
+
+def test_a_size_azure_lists_for_trusted_launch_gets_secure_boot_and_vtpm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    args = AzureFleetArgs.from_spec(spec_from_mapping(azure_doc()))
+    monkeypatch.setattr(azure_compute, "TRUSTED_LAUNCH_SKUS", frozenset({args.sku.machine_type}))
+    recorded, _ = _fleet_records(args)
+    (vmss,) = [r for r in recorded if r.type == VMSS]
+    security = vmss.inputs["virtualMachineProfile"]["securityProfile"]
+    assert security == {
+        "encryptionAtHost": True,
+        "securityType": "TrustedLaunch",
+        "uefiSettings": {"secureBootEnabled": True, "vTpmEnabled": True},
+    }
+
+
+def test_a_key_vault_key_encrypts_amlfs_through_its_own_identity_and_grant() -> None:
+    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
+    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    args = dataclasses.replace(
+        AzureFleetArgs.from_spec(spec_from_mapping(azure_doc())), key_url=key, key_vault_id=vault
+    )
+    recorded, _ = _fleet_records(args)
+    (fs,) = [r for r in recorded if r.type == AMLFS]
+    assert fs.inputs["encryptionSettings"] == {
+        "keyEncryptionKey": {"keyUrl": key, "sourceVault": {"id": vault}}
+    }
+    (fs_identity,) = [r for r in recorded if r.type == IDENTITY and r.name.endswith("amlfs-id")]
+    assert fs.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [fs_identity.id]}
+    (grant,) = [r for r in recorded if r.type == ROLE and r.inputs["scope"] == vault]
+    assert grant.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{KEY_VAULT_ENCRYPTION_USER}")
