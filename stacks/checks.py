@@ -4,7 +4,8 @@
 program provisions today, the AWS network facts it relies on (a subnet it can place nodes in,
 a VPC range large enough for the fleet, a bastion it can reference), and the GCP ones (a range
 that holds one subnet per NIC network, no existing network, capacity a TPU queued resource can
-express). Pure Python with no Pulumi
+express), and the Azure ones (its own VNet, SSH by address, capacity it can ask for, a pinned
+image, a VNet whose node half holds the fleet). Pure Python with no Pulumi
 import, so `fleetforge plan` reports them with field paths before it loads Pulumi or records a
 resource, exactly like `fleetforge spec check` reports spec errors.
 """
