@@ -139,3 +139,18 @@ def test_cpu_sku_is_measured_not_invented() -> None:
 def test_unknown_sku_lists_known_ones() -> None:
     with pytest.raises(UnknownSkuError, match=r"p5\.48xlarge"):
         get_sku("p9")
+
+
+def test_reference_figures_cite_the_skus_own_cloud_or_say_they_are_borrowed() -> None:
+    # An AWS or GCP SKU's threshold must not silently rest on another cloud's health checks.
+    own = {"aws": ("AWS",), "gcp": ("Google",), "azure": ("Azure",)}
+    for sku in all_skus():
+        for metric, ref in sku.reference.items():
+            if sku.cloud not in own or ref.kind != "threshold":
+                continue
+            source = ref.source
+            assert any(w in source for w in own[sku.cloud]) or "borrowed" in source.lower(), (
+                sku.sku,
+                metric,
+                source,
+            )
