@@ -46,11 +46,15 @@ class Plan:
     outputs: dict[str, Any]
     violations: tuple[Violation, ...]
     warnings: tuple[str, ...]
+    # Output paths (section.key...) whose values the mocks made up: ids, names and addresses the
+    # cloud assigns at deploy time. Shape and wiring are real; these values are not.
+    placeholders: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         return {
             "resources": [r.as_json() for r in self.resources],
             "outputs": self.outputs,
+            "placeholders": list(self.placeholders),
             "violations": [
                 {"rule": v.rule, "type": v.type, "name": v.name, "message": v.message}
                 for v in self.violations
@@ -79,7 +83,21 @@ def plan_spec(spec: FleetSpec, source: str = "spec") -> Plan:
         )
     )
     violations = tuple(check(Resource(r.type, r.name, r.inputs, id=r.id, urn=r.urn) for r in resources))
-    return Plan(spec, resources, result.outputs, violations, tuple(result.warnings))
+    placeholders = tuple(placeholder_paths(result.outputs, mocks.generated))
+    return Plan(spec, resources, result.outputs, violations, tuple(result.warnings), placeholders)
+
+
+def placeholder_paths(value: Any, generated: set[str], path: str = "") -> list[str]:
+    """Paths of the string values that hold something the mocks made up."""
+    if isinstance(value, str):
+        return [path] if any(g in value for g in generated) else []
+    if isinstance(value, dict):
+        return [
+            p for k, v in value.items() for p in placeholder_paths(v, generated, f"{path}.{k}" if path else k)
+        ]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in placeholder_paths(v, generated, f"{path}[{i}]")]
+    return []
 
 
 def _stack_program() -> None:

@@ -125,6 +125,16 @@ _ID_PREFIX = {
 }
 
 
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 @dataclass
 class FleetMocks(pulumi.runtime.Mocks):
     """Records every resource the program registers and answers the provider functions it calls
@@ -135,8 +145,25 @@ class FleetMocks(pulumi.runtime.Mocks):
     zone: str
     vpc_id: str | None = None
     recorded: list[Recorded] = field(default_factory=list)
+    # Every string the mocks made up (ids, physical names, ARNs, addresses, image names): a plan
+    # marks outputs built from them as placeholders the cloud assigns at deploy time.
+    generated: set[str] = field(default_factory=set)
 
     def new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        rid, state = self._new_resource(args)
+        self._remember(state, _plain(dict(args.inputs)))
+        return rid, state
+
+    def call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        result, failures = self._call(args)
+        self._remember(result, _plain(dict(args.args)))
+        return result, failures
+
+    def _remember(self, made: Any, given: Any) -> None:
+        known = set(_strings(given)) | {self.region, self.zone}
+        self.generated.update(v for v in _strings(made) if len(v) >= 6 and v not in known)
+
+    def _new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         if args.typ.startswith("gcp:"):
             return self._new_gcp_resource(args)
         if args.typ.startswith("azure-native:"):
@@ -213,7 +240,7 @@ class FleetMocks(pulumi.runtime.Mocks):
         self.recorded.append(Recorded(typ, logical, inputs, rid))
         return rid, state
 
-    def call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+    def _call(self, args: runtime_mocks.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         a = args.args
         if args.token == "gcp:organizations/getClientConfig:getClientConfig":
             return {

@@ -19,7 +19,10 @@ def plan(
     spec: Annotated[Path, typer.Argument(metavar="FILE", help="Fleet spec YAML file.", show_default=False)],
     as_json: Annotated[
         bool,
-        typer.Option("--json", help='Print {"resources": [...], "outputs": {...}, "violations": [...]}.'),
+        typer.Option(
+            "--json",
+            help='Print {"resources": [...], "outputs": {...}, "placeholders": [...], "violations": [...]}.',
+        ),
     ] = False,
 ) -> None:
     """Run the stack program under Pulumi's mocks (no cloud, no Pulumi CLI) and show what it creates.
@@ -50,6 +53,14 @@ def plan(
         out.print(table)
         for line in _summary(result.outputs):
             out.print(Text(line))
+        if result.placeholders:
+            out.print(
+                Text(
+                    "placeholders (made up by the mocks; the cloud assigns them at deploy time): "
+                    + ", ".join(result.placeholders),
+                    style="dim",
+                )
+            )
     if result.violations:
         for v in result.violations:
             err.print(Text(f"policy violation {v}", style="red"))

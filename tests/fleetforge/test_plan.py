@@ -44,7 +44,7 @@ def test_json_lists_resources_outputs_and_no_violations(capsys: pytest.CaptureFi
     code, out, err = run(capsys, "plan", P5, "--json")
     assert code == exitcodes.OK, err
     doc = json.loads(out)
-    assert set(doc) == {"resources", "outputs", "violations"} and doc["violations"] == []
+    assert set(doc) == {"resources", "outputs", "placeholders", "violations"} and doc["violations"] == []
     assert all(set(r) == {"type", "name", "inputs"} for r in doc["resources"])
     types = {r["type"] for r in doc["resources"]}
     assert {
@@ -141,3 +141,16 @@ def test_policy_violations_exit_1_and_are_listed(
         }
     ]
     assert "[imdsv2-required]" in err and "1 policy violation(s)" in err
+
+
+def test_values_the_mocks_made_up_are_marked_as_placeholders(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "plan", P5, "--json")
+    assert code == exitcodes.OK
+    doc = json.loads(out)
+    marked = set(doc["placeholders"])
+    # The bucket name, FSx DNS name and group name are the cloud's to assign: the mocks made them up.
+    assert {"checkpoints.uri", "storage.mount_source", "group.name"} <= marked
+    # What the spec and catalog decide is real, never a placeholder.
+    assert not {p for p in marked if p.startswith("fleet.") or p.startswith("fabric.")}
+    code, out, _ = run(capsys, "plan", P5)
+    assert "placeholders (made up by the mocks" in out and "checkpoints.uri" in out
