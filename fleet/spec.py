@@ -86,6 +86,15 @@ IB_DOMAIN_SOURCE = (
 # Azure naming rules (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules):
 # a resource group is 1-90 letters, digits, _ - . ( ), not ending with a period.
 _AZURE_RESOURCE_GROUP = re.compile(r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]")
+# Key Vault key identifier, versioned (https://learn.microsoft.com/azure/key-vault/general/about-keys-secrets-certificates)
+_AZURE_KEY_URL = re.compile(
+    r"https://[a-z0-9-]{3,24}\.vault\.azure\.net/keys/[A-Za-z0-9-]{1,127}/[0-9a-f]{32}"
+)
+_AZURE_VAULT_ID = re.compile(
+    r"/subscriptions/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/resourceGroups/"
+    r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]/providers/Microsoft\.KeyVault/vaults/[A-Za-z0-9-]{3,24}",
+    re.IGNORECASE,
+)
 # An OpenSSH public key line as Azure takes it (RSA or Ed25519), with an optional plain comment.
 _SSH_PUBLIC_KEY = re.compile(
     r"(ssh-rsa|ssh-ed25519) (AAAA[A-Za-z0-9+/]{16,4096}={0,2})( [A-Za-z0-9@._:+=-]{1,100})?"
@@ -239,6 +248,44 @@ class AzureSettings(_Strict):
                 "and _ - . ( ), not ending with a period"
             )
         return v
+
+    key_url: str | None = Field(
+        default=None,
+        description="Key Vault key (versioned identifier) that encrypts the Managed Lustre file system",
+    )
+    key_vault_id: str | None = Field(default=None, description="Resource id of the vault holding key_url")
+
+    @field_validator("key_url")
+    @classmethod
+    def _key_url(cls, v: str | None) -> str | None:
+        if v is not None and not _AZURE_KEY_URL.fullmatch(v):
+            raise ValueError(
+                f"{printable(v)[:120]!r} is no versioned Key Vault key identifier; allowed: "
+                "https://<vault>.vault.azure.net/keys/<name>/<32 hex version>"
+            )
+        return v
+
+    @field_validator("key_vault_id")
+    @classmethod
+    def _key_vault_id(cls, v: str | None) -> str | None:
+        if v is not None and not _AZURE_VAULT_ID.fullmatch(v):
+            raise ValueError(
+                f"{printable(v)[:120]!r} is no Key Vault resource id; allowed: /subscriptions/<uuid>/"
+                "resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/<name>"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _key_and_vault_together(self) -> AzureSettings:
+        if (self.key_url is None) != (self.key_vault_id is None):
+            raise ValueError(
+                "key_url and key_vault_id go together: the file system reads the key from that vault"
+            )
+        if self.key_url is not None and self.key_vault_id is not None:
+            vault = self.key_url.split("/")[2].split(".")[0]
+            if self.key_vault_id.rsplit("/", 1)[-1].lower() != vault:
+                raise ValueError(f"key_url is in vault {vault!r}, key_vault_id names another vault")
+        return self
 
     @field_validator("ssh_public_key")
     @classmethod

@@ -9,9 +9,8 @@ with nodes inside a domain.
 
 From the spec: `network.ib_domain_size` (default: the SKU's placement-group limit, so the
 domains are fleet.spec.azure_ib_domains'), `azure.resource_group` (None: the stack creates
-`<name>-rg`), `azure.ssh_public_key` (None: Pulumi config `fleetforge:sshPublicKey`). The spec
-has no Azure Key Vault key yet, so `key_url`/`key_vault_id` stay None from a spec (Microsoft-
-managed keys) until it does.
+`<name>-rg`), `azure.ssh_public_key` (None: Pulumi config `fleetforge:sshPublicKey`),
+`azure.key_url` + `azure.key_vault_id` (None: Microsoft-managed keys for the file system).
 """
 
 from __future__ import annotations
@@ -110,6 +109,8 @@ class AzureFleetArgs:
             tags=fleet_tags(spec),
             resource_group=azure.resource_group if azure is not None else None,
             ssh_public_key=azure.ssh_public_key if azure is not None else None,
+            key_url=azure.key_url if azure is not None else None,
+            key_vault_id=azure.key_vault_id if azure is not None else None,
             ib_domain_size=(
                 spec.network.ib_domain_size or spec.catalog_sku.placement.max_nodes or IB_DOMAIN_MAX
             ),

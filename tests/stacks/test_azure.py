@@ -11,7 +11,7 @@ import pulumi
 import pytest
 import yaml
 
-from fleet.spec import azure_ib_domains, spec_from_mapping
+from fleet.spec import SpecError, azure_ib_domains, spec_from_mapping
 from fleetforge.inventory import from_stack_outputs
 from fleetforge.plan_runtime import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
 from stacks import azure_compute
@@ -340,3 +340,17 @@ def test_a_key_vault_key_encrypts_amlfs_through_its_own_identity_and_grant() -> 
     assert fs.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [fs_identity.id]}
     (grant,) = [r for r in recorded if r.type == ROLE and r.inputs["scope"] == vault]
     assert grant.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{KEY_VAULT_ENCRYPTION_USER}")
+
+
+def test_the_specs_key_vault_key_reaches_the_file_system() -> None:
+    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
+    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    doc = azure_doc()
+    doc["azure"] = {**(doc.get("azure") or {}), "key_url": key, "key_vault_id": vault}
+    args = AzureFleetArgs.from_spec(spec_from_mapping(doc))
+    assert (args.key_url, args.key_vault_id) == (key, vault)
+    bad = {**doc, "azure": {**doc["azure"], "key_vault_id": vault.replace("fleetkeys", "otherkeys")}}
+    with pytest.raises(SpecError, match="another vault"):
+        spec_from_mapping(bad)
+    with pytest.raises(SpecError, match="go together"):
+        spec_from_mapping({**doc, "azure": {"key_url": key}})
