@@ -132,6 +132,14 @@ class Capacity(_Strict):
     reservation_id: CloudId | None = Field(
         default=None, description="ODCR / Capacity Block id (AWS), reservation name (GCP/Azure)"
     )
+    # Dynamic Workload Scheduler flex-start runs a resize request for at most 7 days
+    # (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
+    run_duration_hours: Annotated[int, Strict()] | None = Field(
+        default=None,
+        ge=1,
+        le=168,
+        description="GCP queued (flex-start) GPU fleets: how long the fleet runs once provisioned (default 168)",
+    )
 
 
 class Network(_Strict):
@@ -640,6 +648,8 @@ def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         yield "capacity.type", "capacity-block is an AWS Capacity Block for ML; allowed on aws only"
     if cap.type == "queued" and spec.cloud != "gcp":
         yield "capacity.type", "queued (queued resources / DWS) is allowed on gcp only"
+    if cap.run_duration_hours is not None and (cap.type != "queued" or spec.catalog_sku.is_tpu):
+        yield "capacity.run_duration_hours", "only for a queued (flex-start) GPU fleet on gcp"
     if (
         spec.cloud == "aws"
         and cap.type in {"reservation", "capacity-block"}

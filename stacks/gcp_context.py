@@ -3,9 +3,8 @@ child to the component and pin it to the component's own provider (the spec's re
 
 `nodes` counts every VM, as the spec does: for a TPU fleet, every TPU VM of every slice
 (`hosts_per_slice` of them in each of `slices`). Without `kms_key`, Google's default encryption at
-rest applies. One fact the spec does not carry yet has a default here: `run_duration_s`, how long
-a queued GPU fleet runs once provisioned, is Dynamic Workload Scheduler's flex-start maximum of
-7 days.
+rest applies. `run_duration_s`, how long a queued GPU fleet runs once provisioned, is the spec's
+`capacity.run_duration_hours`, else Dynamic Workload Scheduler's flex-start maximum of 7 days.
 """
 
 from __future__ import annotations
@@ -105,6 +104,11 @@ class GcpFleetArgs:
             spares=spec.spares,
             capacity=spec.capacity.type,
             reservation=spec.capacity.reservation_id,
+            run_duration_s=(
+                spec.capacity.run_duration_hours * 3600
+                if spec.capacity.run_duration_hours is not None
+                else FLEX_START_MAX_RUN_S
+            ),
             vpc_cidr=spec.network.vpc_cidr,
             ssh_cidr=spec.network.ssh_cidr,
             bastion=spec.network.bastion,

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from fleet.catalog import get_sku
-from fleet.spec import spec_from_mapping
+from fleet.spec import SpecError, spec_from_mapping
 from fleetforge.plan import Plan
 from stacks.checks import spec_problems
 from stacks.gcp import GcpFleetArgs
@@ -179,6 +179,13 @@ def test_queued_gpu_fleet_is_one_flex_start_resize_request_for_the_whole_fleet()
     assert resize["requestedRunDuration"] == {"seconds": str(7 * 24 * 3600)}
     assert plan.outputs["group"]["desired"] == EXAMPLE_SIZE
     assert plan.outputs["fabric"]["placement"]["strategy"] == "flex-start"
+
+
+def test_a_flex_start_fleet_runs_for_the_specs_duration() -> None:
+    plan = plan_of(gcp_doc(capacity={"type": "queued", "run_duration_hours": 36}))
+    assert one(plan, RESIZE).inputs["requestedRunDuration"] == {"seconds": str(36 * 3600)}
+    with pytest.raises(SpecError, match=r"capacity\.run_duration_hours"):
+        spec_from_mapping(gcp_doc(capacity={"type": "on-demand", "run_duration_hours": 36}))
 
 
 # --------------------------------------------------------------------------- network
