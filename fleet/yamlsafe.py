@@ -56,7 +56,7 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str:
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise UnreadableError(f"cannot read: {_kind(mode)}, not a regular file")
+            raise UnreadableError(f"is {_kind(mode)}, not a spec file")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(limit + 1)
@@ -76,7 +76,7 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "a symlink loop"
     if exc.errno == errno.EISDIR:
-        return "a directory, not a regular file"
+        return "a directory"
     return exc.strerror or exc.__class__.__name__
 
 

@@ -85,7 +85,7 @@ def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "spec.yaml"
     os.mkfifo(fifo)
     start = time.perf_counter()
-    with pytest.raises(UnreadableError, match="a FIFO, not a regular file"):
+    with pytest.raises(UnreadableError, match="is a FIFO, not a spec file"):
         read_text(fifo)
     assert time.perf_counter() - start < 1
 

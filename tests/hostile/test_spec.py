@@ -337,8 +337,8 @@ def _unreadable(p: Path) -> None:
 
 # (id, how the spec path is made, exit code, fragment)
 PATH_CASES: list[tuple[str, Callable[[Path], None], int, str]] = [
-    ("fifo", _fifo, exitcodes.NO_INPUT, "a FIFO, not a regular file"),
-    ("directory", _directory, exitcodes.NO_INPUT, "a directory"),
+    ("fifo", _fifo, exitcodes.NO_INPUT, "is a FIFO, not a spec file"),
+    ("directory", _directory, exitcodes.NO_INPUT, "is a directory, not a spec file"),
     ("symlink-loop", _loop, exitcodes.NO_INPUT, "a symlink loop"),
     ("dangling-symlink", _dangling, exitcodes.NO_INPUT, "no such file"),
     ("missing", lambda p: None, exitcodes.NO_INPUT, "no such file"),
