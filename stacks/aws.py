@@ -24,6 +24,7 @@ from stacks.outputs import (
     FleetSection,
     GroupSection,
     StorageSection,
+    fleet_section,
 )
 
 __all__ = ["AwsFleet", "AwsFleetArgs"]
@@ -70,18 +71,14 @@ class AwsFleet(pulumi.ComponentResource):
 
 
 def _fleet(args: AwsFleetArgs) -> FleetSection:
-    return FleetSection(
+    return fleet_section(
+        "aws",
+        args.sku,
         name=args.name,
-        cloud="aws",
-        sku=args.sku.sku,
-        machine_type=args.sku.machine_type,
-        accelerator=args.sku.accelerator.model,
-        accelerators_per_node=args.sku.accelerators_per_node,
         region=args.region,
         zone=args.zone,
         nodes=args.nodes,
         spares=args.spares,
-        size=args.size,
         capacity=args.capacity,
     )
 

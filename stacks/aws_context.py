@@ -12,7 +12,7 @@ import pulumi_aws as aws
 
 from fleet.catalog import Sku
 from fleet.spec import FleetSpec
-from stacks.outputs import fleet_tags
+from stacks.outputs import CheckpointArgs, checkpoint_args, fleet_tags
 
 CapacityType = Literal["on-demand", "reservation", "capacity-block", "spot"]
 
@@ -22,13 +22,6 @@ class FileSystemArgs:
     capacity_gib: int
     throughput_mbps_per_tib: int
     mount_point: str
-
-
-@dataclass(frozen=True)
-class CheckpointArgs:
-    bucket: str | None
-    retention_days: int
-    noncurrent_retention_days: int
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,6 @@ class AwsFleetArgs:
         if spec.capacity.type == "queued":
             raise ValueError("capacity.type queued is gcp only")  # FleetSpec already rejects it
         fs = spec.storage.filesystem
-        ckpt = spec.storage.checkpoints
         filesystem = None
         if fs is not None and fs.kind == "fsx-lustre" and fs.throughput_mbps_per_tib is not None:
             # FSx counts 1.2 TiB as 1,200 GiB: the spec owns that conversion (provider_gib).
@@ -85,11 +77,7 @@ class AwsFleetArgs:
             bastion=spec.network.bastion,
             image=spec.image,
             filesystem=filesystem,
-            checkpoints=(
-                CheckpointArgs(ckpt.bucket, ckpt.retention_days, ckpt.noncurrent_retention_days)
-                if ckpt is not None
-                else None
-            ),
+            checkpoints=checkpoint_args(spec),
             tags=fleet_tags(spec),
         )
 

@@ -25,6 +25,7 @@ from stacks.outputs import (
     FleetSection,
     GroupSection,
     StorageSection,
+    fleet_section,
 )
 
 __all__ = ["AzureFleet", "AzureFleetArgs"]
@@ -88,18 +89,14 @@ def _resource_group(
 
 
 def _fleet(args: AzureFleetArgs) -> FleetSection:
-    return FleetSection(
+    return fleet_section(
+        "azure",
+        args.sku,
         name=args.name,
-        cloud="azure",
-        sku=args.sku.sku,
-        machine_type=args.sku.machine_type,
-        accelerator=args.sku.accelerator.model,
-        accelerators_per_node=args.sku.accelerators_per_node,
         region=args.location,
         zone=args.zone,
         nodes=args.nodes,
         spares=args.spares,
-        size=args.size,
         capacity=args.capacity,
     )
 

@@ -24,7 +24,7 @@ import pulumi_azure_native as azure_native
 
 from fleet.catalog import Sku
 from fleet.spec import FleetSpec
-from stacks.outputs import fleet_tags
+from stacks.outputs import CheckpointArgs, checkpoint_args, fleet_tags
 
 IB_DOMAIN_MAX = 100  # singlePlacementGroup=true: 100 VMs per scale set
 SSH_KEY_CONFIG = "sshPublicKey"
@@ -35,13 +35,6 @@ class FileSystemArgs:
     capacity_tib: int
     throughput_mbps_per_tib: int
     mount_point: str
-
-
-@dataclass(frozen=True)
-class CheckpointArgs:
-    account: str | None
-    retention_days: int
-    noncurrent_retention_days: int
 
 
 @dataclass(frozen=True)
@@ -82,7 +75,6 @@ class AzureFleetArgs:
         if spec.cloud != "azure" or spec.region is None:
             raise ValueError(f"{spec.name}: AzureFleetArgs needs a validated azure spec with a region")
         fs = spec.storage.filesystem
-        ckpt = spec.storage.checkpoints
         filesystem = None
         if fs is not None and fs.kind == "amlfs":
             tib = fs.capacity_tib if fs.capacity_tib is not None else (fs.gib or 0) / 1024
@@ -101,11 +93,7 @@ class AzureFleetArgs:
             ssh_cidr=spec.network.ssh_cidr,
             image=spec.image,
             filesystem=filesystem,
-            checkpoints=(
-                CheckpointArgs(ckpt.bucket, ckpt.retention_days, ckpt.noncurrent_retention_days)
-                if ckpt is not None
-                else None
-            ),
+            checkpoints=checkpoint_args(spec),
             tags=fleet_tags(spec),
             resource_group=azure.resource_group if azure is not None else None,
             ssh_public_key=azure.ssh_public_key if azure is not None else None,

@@ -58,7 +58,7 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
         storage.StorageAccountArgs(
             resource_group_name=ctx.resource_group,
             location=args.location,
-            account_name=account_name(args.name, ckpt.account),
+            account_name=account_name(args.name, ckpt.bucket),
             kind="StorageV2",
             sku=storage.SkuArgs(name="Standard_ZRS" if args.zone else "Standard_LRS"),
             access_tier=storage.AccessTier.HOT,

@@ -27,6 +27,7 @@ from stacks.outputs import (
     FleetSection,
     GroupSection,
     StorageSection,
+    fleet_section,
 )
 
 __all__ = ["GcpFleet", "GcpFleetArgs"]
@@ -77,18 +78,14 @@ class GcpFleet(pulumi.ComponentResource):
 
 
 def _fleet(args: GcpFleetArgs) -> FleetSection:
-    return FleetSection(
+    return fleet_section(
+        "gcp",
+        args.sku,
         name=args.name,
-        cloud="gcp",
-        sku=args.sku.sku,
-        machine_type=args.sku.machine_type,
-        accelerator=args.sku.accelerator.model,
-        accelerators_per_node=args.sku.accelerators_per_node,
         region=args.region,
         zone=args.zone,
         nodes=args.nodes,
         spares=args.spares,
-        size=args.size,
         capacity=args.capacity,
     )
 

@@ -19,7 +19,7 @@ import pulumi_gcp as gcp
 
 from fleet.catalog import Sku
 from fleet.spec import FleetSpec
-from stacks.outputs import fleet_tags
+from stacks.outputs import CheckpointArgs, checkpoint_args, fleet_tags
 
 CapacityType = Literal["on-demand", "reservation", "spot", "queued"]
 FLEX_START_MAX_RUN_S = 7 * 24 * 3600
@@ -37,13 +37,6 @@ class FileSystemArgs:
     @property
     def dynamic(self) -> bool:
         return self.throughput_mbps_per_tib is None
-
-
-@dataclass(frozen=True)
-class CheckpointArgs:
-    bucket: str | None
-    retention_days: int
-    noncurrent_retention_days: int
 
 
 @dataclass(frozen=True)
@@ -90,7 +83,6 @@ class GcpFleetArgs:
         if spec.capacity.type == "capacity-block":
             raise ValueError("capacity.type capacity-block is aws only")  # FleetSpec already rejects it
         fs = spec.storage.filesystem
-        ckpt = spec.storage.checkpoints
         filesystem = None
         if fs is not None and fs.kind == "managed-lustre":
             # The spec allows a throughput tier or `tier: dynamic`, never both (fleet.spec).
@@ -114,11 +106,7 @@ class GcpFleetArgs:
             bastion=spec.network.bastion,
             image=spec.image,
             filesystem=filesystem,
-            checkpoints=(
-                CheckpointArgs(ckpt.bucket, ckpt.retention_days, ckpt.noncurrent_retention_days)
-                if ckpt is not None
-                else None
-            ),
+            checkpoints=checkpoint_args(spec),
             tags=fleet_tags(spec),
             kms_key=spec.kms_key,
             slices=spec.tpu.slices if spec.tpu is not None else 1,

@@ -41,8 +41,10 @@ tags         the tags every resource carries: owner, fleet, dataset, managed-by,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
+from fleet.catalog import Sku
 from fleet.spec import FleetSpec
 
 SECTIONS = ("fleet", "group", "fabric", "storage", "checkpoints", "tags")
@@ -128,3 +130,48 @@ def fleet_tags(spec: FleetSpec) -> dict[str, str]:
         "dataset": spec.tags.dataset or "unspecified",
         "managed-by": "fleetforge",
     }
+
+
+@dataclass(frozen=True)
+class CheckpointArgs:
+    """The checkpoint store every cloud makes: `bucket` is the spec's name for it (an S3 or GCS
+    bucket, an Azure storage account), None when the stack names it."""
+
+    bucket: str | None
+    retention_days: int
+    noncurrent_retention_days: int
+
+
+def checkpoint_args(spec: FleetSpec) -> CheckpointArgs | None:
+    ckpt = spec.storage.checkpoints
+    if ckpt is None:
+        return None
+    return CheckpointArgs(ckpt.bucket, ckpt.retention_days, ckpt.noncurrent_retention_days)
+
+
+def fleet_section(
+    cloud: str,
+    sku: Sku,
+    *,
+    name: str,
+    region: str | None,
+    zone: str | None,
+    nodes: int,
+    spares: int,
+    capacity: str,
+) -> FleetSection:
+    """The `fleet` output section, the same on every cloud."""
+    return FleetSection(
+        name=name,
+        cloud=cloud,
+        sku=sku.sku,
+        machine_type=sku.machine_type,
+        accelerator=sku.accelerator.model,
+        accelerators_per_node=sku.accelerators_per_node,
+        region=region,
+        zone=zone,
+        nodes=nodes,
+        spares=spares,
+        size=nodes + spares,
+        capacity=capacity,
+    )
