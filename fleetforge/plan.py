@@ -1,6 +1,6 @@
 """`fleetforge plan`: what `pulumi up` would create for a spec, computed offline.
 
-It runs the real stack program (stacks/__main__.py) under Pulumi's mocks (fleetforge.plan_runtime),
+It runs the real stack program (stacks/__main__.py) under Pulumi's mocks (stacks.mocks),
 records every resource with its type token, logical name and inputs, collects the stack outputs,
 and judges the recorded resources with the policy rules (policy.rules), the same rules the
 CrossGuard pack enforces on a real deployment. A spec that cannot be provisioned fails before
@@ -109,7 +109,7 @@ PROVIDERS = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure": "pulumi_azure_na
 
 
 def _runtime(cloud: str) -> Any:
-    """fleetforge.plan_runtime, once Pulumi and the cloud's provider are known to be installed."""
+    """stacks.mocks, once Pulumi and the cloud's provider are known to be installed."""
     for module in ("pulumi", PROVIDERS.get(cloud, "pulumi_aws")):
         try:
             importlib.import_module(module)
@@ -117,4 +117,4 @@ def _runtime(cloud: str) -> Any:
             raise PulumiUnavailableError(
                 f"{module} is not installed: install the {EXTRA!r} extra (pip install 'fleetforge[{EXTRA}]')"
             ) from exc
-    return importlib.import_module("fleetforge.plan_runtime")
+    return importlib.import_module("stacks.mocks")

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from fleet.catalog import get_sku
-from fleetforge.plan_runtime import MOCK_ROOT_DEVICE
 from stacks.aws_compute import CHECKPOINT_PREFIX, IMDS_HOP_LIMIT, SESSION_MANAGER_ACTIONS
 from stacks.aws_network import LUSTRE_PORTS
+from stacks.mocks import MOCK_ROOT_DEVICE
 from tests.stacks.plans import (
     ASG,
     AWS_SKUS,

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 import yaml
 
-from fleetforge.plan_runtime import FleetMocks, run
+from stacks.mocks import FleetMocks, run
 from stacks.program import main
 from tests.conftest import EXAMPLES
 from tests.stacks.plans import EXAMPLE, spec_doc
