@@ -27,7 +27,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from fleet.catalog import get_sku
-    from validation.runner import RunOptions, run_burnin
+    from validation.burnin.runner import RunOptions, run_burnin
 
     with tempfile.TemporaryDirectory(prefix="fleetforge-overhead-") as tmp:
         t0 = time.perf_counter()

@@ -33,10 +33,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fleet.results import read_results  # noqa: E402
 from tests.hosts.harness import HostsUnsupported, TestHosts, check_supported  # noqa: E402
 from validation.fleetrun.run import FleetRun, FleetRunOptions, run_fleet  # noqa: E402
 from validation.gate import decide  # noqa: E402
-from validation.records import read_results  # noqa: E402
 
 SIZES = (1, 2, 4)
 

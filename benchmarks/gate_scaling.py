@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fleet.metrics import METRICS, Metric  # noqa: E402
+from fleet.results import CheckRecord, Record, ResultFile, RunRecord, read_results  # noqa: E402
 from validation.gate import FleetPlan, decide  # noqa: E402
-from validation.records import CheckRecord, Record, ResultFile, RunRecord, read_results  # noqa: E402
 
 SKU = "p5.48xlarge"
 VERSIONS = {

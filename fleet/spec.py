@@ -50,6 +50,7 @@ from fleet.metrics import METRICS
 from fleet.netpolicy import ssh_source_problem
 from fleet.network import vpc_range_problem
 from fleet.regions import location_problems
+from fleet.results import Level
 from fleet.text import printable
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
@@ -357,7 +358,7 @@ class ThresholdOverride(_Strict):
 
 
 class ValidationSettings(_Strict):
-    level: Literal["quick", "standard", "extended"] = "standard"
+    level: Level = "standard"
     thresholds: dict[str, ThresholdOverride] = {}
     mad_k: StrictNumber = Field(
         default=4.0, gt=0, description="Outlier when below median by more than k x MAD"

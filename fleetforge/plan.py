@@ -18,7 +18,7 @@ from typing import Any
 from fleet.spec import FleetSpec, SpecError, load_spec
 from policy.rules import Resource, Violation, check
 from stacks import CONFIG_KEY, CONFIG_NAMESPACE
-from stacks.checks import spec_problems
+from stacks.prerequisites import spec_problems
 
 EXTRA = "cloud"
 

@@ -1,7 +1,7 @@
 """How a GCP fleet's networks and TPU slices are laid out, derived from the catalog's facts.
 
 Pure Python with no Pulumi import: the stack builds its networks from these plans, and
-stacks.checks uses the same arithmetic to refuse a spec whose range cannot hold them before any
+stacks.prerequisites uses the same arithmetic to refuse a spec whose range cannot hold them before any
 resource is recorded. Nothing here names a SKU: the catalog's `fabric.attach`, `nics`,
 `host_nics`, `nic_kind` and `mtu` decide the layout.
 

@@ -10,7 +10,7 @@ external IP; they reach the internet through the host VPC's Cloud NAT.
 
 The provider's queued resource (pulumi-gcp 9.37) has no service-account, label, spot or
 reservation field, so TPU VMs run as the project's default compute account and a TPU fleet
-accepts on-demand or queued capacity only (stacks.checks refuses the rest by name). The checkpoint
+accepts on-demand or queued capacity only (stacks.prerequisites refuses the rest by name). The checkpoint
 bucket is therefore granted to no TPU identity: widening the default account, which every VM of
 the project without its own account shares, would break least privilege.
 """

@@ -14,8 +14,8 @@ import pulumi
 
 from fleet.spec import FleetSpec, SpecError, spec_from_mapping
 from stacks import CONFIG_KEY, CONFIG_NAMESPACE
-from stacks.checks import spec_problems
 from stacks.outputs import SECTIONS
+from stacks.prerequisites import spec_problems
 
 
 def read_spec() -> FleetSpec:

@@ -222,8 +222,8 @@ def main() -> int:
     args = parser.parse_args()
 
     from fleet.catalog import get_sku
-    from validation.runner import RunOptions, run_burnin
-    from validation.skuselect import detect_sku
+    from validation.burnin.runner import RunOptions, run_burnin
+    from validation.burnin.skuselect import detect_sku
 
     sku = detect_sku() if args.sku == "auto" else get_sku(args.sku)
     out_dir = Path(args.out)

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.results import LEVELS, CheckRecord, Level
 from fleet.spec import FleetSpec
 from fleetforge import exitcodes
 from fleetforge.console import (
@@ -38,8 +39,6 @@ from fleetforge.console import (
     out,
     verbosity,
 )
-from validation.context import LEVELS
-from validation.records import CheckRecord, Level
 
 _VERDICT_CODE = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
 
@@ -94,8 +93,8 @@ def burnin(
 ) -> None:
     """Burn this node in: run the checks of a level and record every measurement."""
     from fleet.text import printable
-    from validation.registry import UnknownCheckError
-    from validation.runner import (
+    from validation.burnin.registry import UnknownCheckError
+    from validation.burnin.runner import (
         OutputError,
         RunBusy,
         RunError,
@@ -105,7 +104,7 @@ def burnin(
         final_status,
         run_burnin,
     )
-    from validation.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
+    from validation.burnin.skuselect import AcceleratorUnreadable, AutoSkuError, detect_sku
 
     level_of_detail = verbosity(quiet, verbose)
     fleet = load_spec_or_exit(spec) if spec is not None else None
@@ -130,7 +129,7 @@ def burnin(
     except OSError as exc:
         fail(f"--out {printable(str(out_dir))}: cannot create it ({exc.strerror})", exitcodes.CANT_CREATE)
 
-    from validation.progress import PlainProgress, make_progress
+    from validation.burnin.progress import PlainProgress, make_progress
 
     opts = RunOptions(
         sku=target,
@@ -200,7 +199,7 @@ class _QuietProgress:
         self.index += 1
 
     def finished(self, record: CheckRecord) -> None:
-        from validation.progress import finished_line
+        from validation.burnin.progress import finished_line
 
         if record.status in ("fail", "error"):
             out.print(finished_line(record, self.index, self.total))
@@ -216,7 +215,7 @@ class _VerboseProgress:
     """-v: the plain lines, each followed by every metric the check measured."""
 
     def __init__(self, console: Console) -> None:
-        from validation.progress import PlainProgress
+        from validation.burnin.progress import PlainProgress
 
         self.plain = PlainProgress(console)
         self.console = console
@@ -248,9 +247,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def _level(level: str | None, fleet: FleetSpec | None) -> Level:
     if level is None:
         return fleet.validation.level if fleet else "standard"
-    if level not in LEVELS:
-        fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
-    return level
+    for known in LEVELS:
+        if level == known:
+            return known
+    fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
 
 
 def _sku(name: str, fleet: FleetSpec | None, detect: Callable[[], Sku]) -> Sku:
@@ -268,7 +268,7 @@ def _sku(name: str, fleet: FleetSpec | None, detect: Callable[[], Sku]) -> Sku:
 
 
 def _require_libraries(sku: Sku) -> None:
-    from validation.backends import required_modules
+    from validation.burnin.backends import required_modules
 
     for module, how in required_modules(sku.accelerator.kind):
         if importlib.util.find_spec(module) is None:

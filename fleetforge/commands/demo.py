@@ -105,7 +105,7 @@ def _check_examples(folder: Path) -> None:
 
 def _plan_summary(spec: FleetSpec, source: Path) -> str:
     from fleetforge.plan import plan_spec
-    from stacks.checks import spec_problems
+    from stacks.prerequisites import spec_problems
 
     problems = spec_problems(spec)
     if problems:

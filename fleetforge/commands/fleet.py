@@ -23,7 +23,8 @@ import typer
 import yaml
 from rich.text import Text
 
-from fleetforge import exitcodes
+from fleet.results import LEVELS
+from fleetforge import exitcodes, install
 from fleetforge.commands.gate import (
     EXIT,
     check_outputs,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge 
 
 fleet_app = typer.Typer(help="Fleet-wide operations over an Ansible inventory.", no_args_is_help=True)
 
-_LEVELS = ("quick", "standard", "extended")
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -186,8 +186,8 @@ def burnin(
             require_matplotlib()
         except MissingExtraError as exc:
             fail(str(exc), exitcodes.UNAVAILABLE)
-    if level is not None and level not in _LEVELS:
-        fail(f"--level {level!r}; allowed: {', '.join(_LEVELS)}", exitcodes.USAGE)
+    if level is not None and level not in LEVELS:
+        fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
     if not inventory.exists():
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -196,10 +196,12 @@ def burnin(
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = choose_sku(None if sku == "auto" else sku, fleet_spec)
 
-    from validation.fleetrun.inventory import InventoryError, MissingAnsibleError
+    from validation.fleetrun.hosts import HostListError, MissingAnsibleError
     from validation.fleetrun.run import FleetRunError, FleetRunOptions, run_fleet
 
     opts = FleetRunOptions(
+        source=install.source_root(),
+        ansible_root=install.ansible_root(),
         inventory=inventory,
         out_dir=out_dir,
         sku=chosen or "auto",
@@ -220,7 +222,7 @@ def burnin(
         )
     except MissingAnsibleError as exc:
         fail(str(exc), exitcodes.UNAVAILABLE)
-    except InventoryError as exc:
+    except HostListError as exc:
         fail(str(exc), exitcodes.DATA)
     except FleetRunError as exc:
         fail(str(exc), getattr(exitcodes, exc.exit_name))
@@ -242,8 +244,8 @@ def burnin(
 def _judge(
     run: FleetRun, sku: str | None, sku_from: str, fleet_spec: FleetSpec | None, min_fleet: int
 ) -> GateResult:
+    from fleet.results import read_results
     from validation.gate import FleetPlan, GateInputError, GateSettings, decide
-    from validation.records import read_results
 
     files = [read_results(p) for p in run.fetched]
     try:

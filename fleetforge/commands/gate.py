@@ -25,6 +25,7 @@ import typer
 from rich.text import Text
 
 from fleet.catalog import UnknownSkuError, all_skus, get_sku
+from fleet.results import BadLine, ResultFile, iter_result_paths, read_results
 from fleet.spec import FleetSpec
 from fleet.text import printable
 from fleetforge import exitcodes
@@ -41,7 +42,6 @@ from fleetforge.console import (
     verbosity,
 )
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, NodeVerdict, decide
-from validation.records import BadLine, ResultFile, iter_result_paths, read_results
 from validation.reports import write_text
 
 EXIT = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
@@ -314,7 +314,7 @@ def write_reports(
 
         renderers["--prom"] = lambda: render_prometheus(result)
     if outputs["--inventory-out"] is not None:
-        from validation.reports.inventory import render_inventory
+        from validation.reports.accepted_inventory import render_inventory
 
         hosts = tuple(fleet_spec.hosts or ()) if fleet_spec is not None else ()
         renderers["--inventory-out"] = lambda: render_inventory(result, hosts)

@@ -18,7 +18,13 @@ from rich.text import Text
 from fleet.atomic import write_atomic
 from fleetforge import exitcodes
 from fleetforge.console import err, fail, load_spec_or_exit
-from fleetforge.inventory import PLUGIN_FILE_SUFFIXES, InventoryError, from_spec, from_stack_outputs, render
+from stacks.ansible_inventory import (
+    PLUGIN_FILE_SUFFIXES,
+    InventoryConfigError,
+    from_spec,
+    from_stack_outputs,
+    render,
+)
 
 
 def inventory(
@@ -53,7 +59,7 @@ def inventory(
             assert stack_outputs is not None
             doc = from_stack_outputs(_read_outputs(stack_outputs))
             source = str(stack_outputs)
-    except InventoryError as exc:
+    except InventoryConfigError as exc:
         fail(f"{source_name(spec, stack_outputs)}: {exc}", exitcodes.DATA)
     plugin = str(doc.get("plugin", ""))
     suffixes = PLUGIN_FILE_SUFFIXES.get(plugin)

@@ -25,11 +25,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleet.results import read_results
 from fleetforge import exitcodes
 from tests.e2e.fleet import MEASURE, CliRun, fleet_burnin, started_hosts, throttled_periods, write_spec
 from tests.hosts.harness import TestHosts
 from validation.fleetrun.events import BURNIN_TASK, COLLECTIVES_TASK, FETCH_TASK
-from validation.records import read_results
 
 pytestmark = pytest.mark.hosts
 
@@ -65,7 +65,8 @@ def wheelhouse_of_this_tree(house: Path) -> Path:
     """The tree's wheel and its dependency wheels in one folder, made once: every run installs from
     it with --wheelhouse (the air-gapped path), so the runs install the same bytes whatever else
     changes in the working tree meanwhile, and the last run can show that reinstalling changes nothing."""
-    from validation.fleetrun.bundle import build_bundle, source_root
+    from fleetforge.install import source_root
+    from validation.fleetrun.bundle import build_bundle
     from validation.fleetrun.run import default_cache
 
     bundle = build_bundle(house.parent / "bundle", default_cache(), source=source_root())
@@ -99,10 +100,11 @@ def test_check_mode_on_fresh_hosts_fails_nothing_and_creates_nothing(
 ) -> None:
     import ansible_runner
 
-    from validation.fleetrun.bundle import build_bundle, source_root
+    from fleetforge.install import ansible_root, source_root
+    from validation.fleetrun.bundle import build_bundle
     from validation.fleetrun.run import FleetRunOptions, ansible_env, default_cache, playbook_paths, role_vars
 
-    playbook, roles = playbook_paths()
+    playbook, roles = playbook_paths(ansible_root())
     opts = FleetRunOptions(
         inventory=bed["inventory"], out_dir=bed["base"] / "check", sku="cpu", level="quick"
     )

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from fleet.results import read_results
 from fleetforge import exitcodes
 from tests.e2e.fleet import MEASURE, fleet_burnin, started_hosts, write_spec
 from tests.hosts.harness import TestHosts
-from validation.fleetrun.multinode import CHECK, METRIC
-from validation.records import read_results
+from validation.burnin.multinode import CHECK, METRIC
 
 pytestmark = pytest.mark.hosts
 

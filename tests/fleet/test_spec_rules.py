@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fleet import units
 from fleet.spec import FSX_GIB_PER_TIB, SpecError, load_spec, spec_from_mapping
-from stacks.checks import spec_problems
+from stacks.prerequisites import spec_problems
 from tests.conftest import EXAMPLES
 from tests.fleet.test_spec import AWS, AZURE, DELETE, GCP, with_
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fleet import ansible_yaml
 from fleetforge import exitcodes
 from fleetforge.cli import main
 from tests.hostile.ansible_check import ansible_hostvars
 from tests.hostile.conftest import Canary
-from tests.validation.gate_fixtures import check_record, fleet, write
-from validation.reports import ansible_yaml
+from tests.validation.gate.fixtures import check_record, fleet, write
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetforge import exitcodes
-from fleetforge.inventory import InventoryError, from_stack_outputs, render
+from stacks.ansible_inventory import InventoryConfigError, from_stack_outputs, render
 from tests.conftest import EXAMPLES
-from tests.fleetforge.test_inventory import azure_host, azure_outputs, azure_plugin_inventory
 from tests.hostile.conftest import Canary, tree
+from tests.stacks.test_ansible_inventory import azure_host, azure_outputs, azure_plugin_inventory
 
 PAYLOADS = ["pipe", "block", "quote", "bracket", "newline"]
 
@@ -74,7 +74,7 @@ def test_any_scale_set_name_either_fits_the_grammar_or_names_the_field(name: str
     outputs["group"]["scale_sets"][0]["name"] = name
     try:
         doc = from_stack_outputs(outputs)
-    except InventoryError as exc:
+    except InventoryConfigError as exc:
         assert exc.field == "group.scale_sets[0].name"
         return
     assert not set(name) & set("'\"{}[]%#\\\n")

@@ -24,11 +24,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-import validation.skuselect
+import validation.burnin.skuselect
+from fleet.results import ResultsWriter, read_results
 from fleetforge import exitcodes
 from tests.hostile.conftest import Canary, tree
-from validation.records import ResultsWriter, read_results
-from validation.runner import RunError, check_node_name
+from validation.burnin.runner import RunError, check_node_name
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEAP = ["--sku", "cpu", "--level", "quick", "--only", "inventory"]
@@ -348,8 +348,8 @@ def gpu_node(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     (function / "class").write_text("0x030200\n")
     (root / "dev").mkdir()
     (root / "dev/nvidia0").write_text("")
-    monkeypatch.setattr(validation.skuselect, "SYSFS_ROOT", root / "sys")
-    monkeypatch.setattr(validation.skuselect, "DEV_ROOT", root / "dev")
+    monkeypatch.setattr(validation.burnin.skuselect, "SYSFS_ROOT", root / "sys")
+    monkeypatch.setattr(validation.burnin.skuselect, "DEV_ROOT", root / "dev")
     return root
 
 
@@ -389,4 +389,4 @@ def test_without_gpu_evidence_auto_is_still_cpu(tmp_path_factory: pytest.TempPat
     root = tmp_path_factory.mktemp("cpu-node")
     os.makedirs(root / "sys/bus/pci/devices")
     os.makedirs(root / "dev")
-    assert validation.skuselect.detect_sku(root / "sys", root / "dev").sku == "cpu"
+    assert validation.burnin.skuselect.detect_sku(root / "sys", root / "dev").sku == "cpu"

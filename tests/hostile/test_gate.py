@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fleet.results import read_results
 from fleetforge import exitcodes
 from tests.hostile.conftest import Canary, tree
-from tests.validation.gate_fixtures import CHECKS, fleet, write
+from tests.validation.gate.fixtures import CHECKS, fleet, write
 from validation.gate import decide
-from validation.records import read_results
 
 Cli = Callable[..., Any]
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 import yaml
 
+from fleet import ansible_yaml
 from fleetforge import exitcodes
 from tests.conftest import EXAMPLES
 from tests.hostile.ansible_check import ansible_hostvars, ansible_list
 from tests.hostile.conftest import Canary, tree
-from tests.validation.gate_fixtures import check_record, fleet, write
-from validation.reports import ansible_yaml
+from tests.validation.gate.fixtures import check_record, fleet, write
 
 # --------------------------------------------------------------------------- fleetforge inventory SPEC
 

@@ -12,13 +12,13 @@ import pytest
 import yaml
 
 from fleet.spec import SpecError, azure_ib_domains, spec_from_mapping
-from fleetforge.inventory import from_stack_outputs
 from stacks import azure_compute
+from stacks.ansible_inventory import from_stack_outputs
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
 from stacks.azure_storage import BLOB_DATA_CONTRIBUTOR, KEY_VAULT_ENCRYPTION_USER
-from stacks.checks import spec_problems
 from stacks.mocks import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
+from stacks.prerequisites import spec_problems
 from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
     ACCOUNT,

@@ -12,11 +12,11 @@ import yaml
 from fleet.catalog import get_sku
 from fleet.spec import SpecError, spec_from_mapping
 from fleetforge.plan import Plan
-from stacks.checks import spec_problems
 from stacks.gcp import GcpFleetArgs
 from stacks.gcp_compute import NODE_SCOPES
 from stacks.gcp_layout import IAP_RANGE, TPU_RUNTIME_VERSIONS
 from stacks.gcp_storage import CHECKPOINT_PREFIX
+from stacks.prerequisites import spec_problems
 from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
     FIREWALL,

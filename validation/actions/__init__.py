@@ -32,15 +32,15 @@ from validation.actions.hostvars import (
     load_inventory_hostvars,
     rejected_nodes,
 )
-from validation.actions.inventory import InventoryGroup
+from validation.actions.inventory_group import InventoryGroup
 from validation.actions.k8s import KubernetesTaint
 from validation.actions.model import (
     ActionConfigError,
     ActionError,
     Call,
     CallOutcome,
-    InventoryError,
-    MissingDependencyError,
+    InventoryFileError,
+    MissingExtraError,
     NodeIdentifierError,
     NodeIds,
     PlannedStep,
@@ -76,7 +76,7 @@ class ActionOptions:
 
 def build_actions(names: Sequence[str], options: ActionOptions | None = None) -> list[Action]:
     """The actions named, in the order given (duplicates dropped). Raises UnknownActionError,
-    ActionConfigError or MissingDependencyError before anything is done."""
+    ActionConfigError or MissingExtraError before anything is done."""
     opts = options or ActionOptions()
     unknown = [n for n in names if n not in ACTIONS]
     if unknown:
@@ -192,10 +192,10 @@ __all__ = [
     "Call",
     "CallOutcome",
     "GcpRecreate",
-    "InventoryError",
+    "InventoryFileError",
     "InventoryGroup",
     "KubernetesTaint",
-    "MissingDependencyError",
+    "MissingExtraError",
     "NodeIdentifierError",
     "NodeIds",
     "PlannedStep",

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from validation.actions.model import InventoryError, NodeIds, RejectedNode
-from validation.reports import ansible_yaml
+from fleet import ansible_yaml
+from validation.actions.model import InventoryFileError, NodeIds, RejectedNode
 
 
 def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
@@ -32,7 +32,7 @@ def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeId
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, str | int):
-            raise InventoryError(
+            raise InventoryFileError(
                 f"host {host!r}", f"host var {var!r} must be a string, got {type(value).__name__}"
             )
         found[var] = str(value).strip()
@@ -57,7 +57,7 @@ def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str,
     meta = data.get("_meta")
     hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
     if not isinstance(hostvars, Mapping):
-        raise InventoryError("ansible-inventory --list output", "has no _meta.hostvars mapping")
+        raise InventoryFileError("ansible-inventory --list output", "has no _meta.hostvars mapping")
     return {
         str(h): {str(k): _unwrap_unsafe(x) for k, x in v.items()} if isinstance(v, Mapping) else {}
         for h, v in hostvars.items()
@@ -79,22 +79,22 @@ def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
     """Every host of a YAML inventory file with its merged vars."""
     if path.exists() and not path.is_file():
         # A FIFO would block the read forever; a folder needs ansible-inventory's merge.
-        raise InventoryError(str(path), "is not a regular file (give the YAML inventory file itself)")
+        raise InventoryFileError(str(path), "is not a regular file (give the YAML inventory file itself)")
     try:
         data = ansible_yaml.load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InventoryError(str(path), "no such file", missing=True) from None
+        raise InventoryFileError(str(path), "no such file", missing=True) from None
     except OSError as exc:
-        raise InventoryError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
+        raise InventoryFileError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
     except UnicodeDecodeError:
-        raise InventoryError(str(path), "is not UTF-8 text") from None
+        raise InventoryFileError(str(path), "is not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise InventoryError(str(path), f"is not valid YAML: {exc}") from None
+        raise InventoryFileError(str(path), f"is not valid YAML: {exc}") from None
     return _Inventory(str(path), data).hostvars()
 
 
 def inventory_hosts(data: Any, where: str) -> set[str]:
-    """Every host a parsed YAML inventory lists, in any group (InventoryError if it is not one)."""
+    """Every host a parsed YAML inventory lists, in any group (InventoryFileError if it is not one)."""
     return set(_Inventory(where, data).host_groups)
 
 
@@ -108,13 +108,13 @@ class _Inventory:
         if data is None:
             return
         if not isinstance(data, Mapping):
-            raise InventoryError(where, "a YAML inventory is a mapping of group names")
+            raise InventoryFileError(where, "a YAML inventory is a mapping of group names")
         for name, body in data.items():
             self._group(str(name), body, parent=None if name == "all" else "all", trail=())
 
     def _group(self, name: str, body: Any, parent: str | None, trail: tuple[str, ...]) -> None:
         if name in trail:
-            raise InventoryError(
+            raise InventoryFileError(
                 self.where, f"group {name!r} is its own ancestor: {' > '.join((*trail, name))}"
             )
         self.group_vars.setdefault(name, {})
@@ -124,10 +124,12 @@ class _Inventory:
         if body is None:
             return
         if not isinstance(body, Mapping):
-            raise InventoryError(self.where, f"group {name!r} must be a mapping with hosts, vars, children")
+            raise InventoryFileError(
+                self.where, f"group {name!r} must be a mapping with hosts, vars, children"
+            )
         unknown = set(body) - {"hosts", "vars", "children"}
         if unknown:
-            raise InventoryError(
+            raise InventoryFileError(
                 self.where, f"group {name!r} has {sorted(unknown)}; allowed: hosts, vars, children"
             )
         self.group_vars[name].update(self._mapping(body.get("vars"), f"group {name!r} vars"))
@@ -141,14 +143,14 @@ class _Inventory:
         if value is None:
             return {}
         if not isinstance(value, Mapping):
-            raise InventoryError(self.where, f"{what} must be a mapping")
+            raise InventoryFileError(self.where, f"{what} must be a mapping")
         return {str(k): v for k, v in value.items()}
 
     def _depth(self, group: str, seen: tuple[str, ...] = ()) -> int:
         if group == "all" or not self.parents.get(group):
             return 0
         if group in seen:
-            raise InventoryError(self.where, f"group {group!r} is its own ancestor")
+            raise InventoryFileError(self.where, f"group {group!r} is its own ancestor")
         return 1 + max(self._depth(p, (*seen, group)) for p in self.parents[group])
 
     def _ancestors(self, groups: set[str]) -> set[str]:

@@ -192,7 +192,7 @@ class NodeIdentifierError(ActionError):
         )
 
 
-class InventoryError(ActionError):
+class InventoryFileError(ActionError):
     """An inventory file cannot be read (NO_INPUT) or is not a YAML inventory (DATA)."""
 
     def __init__(self, path: str, problem: str, *, missing: bool = False) -> None:
@@ -202,7 +202,7 @@ class InventoryError(ActionError):
         super().__init__(f"{path}: {problem}")
 
 
-class MissingDependencyError(ActionError):
+class MissingExtraError(ActionError):
     """The SDK an action needs is not installed; the message names the extra that brings it."""
 
     exit_name = "UNAVAILABLE"

@@ -77,14 +77,6 @@ class Bundle:
         }
 
 
-def source_root() -> Path | None:
-    """The source tree this fleetforge runs from (a checkout or an editable install), if any."""
-    import fleetforge
-
-    root = Path(fleetforge.__file__).resolve().parents[1]
-    return root if (root / "pyproject.toml").is_file() else None
-
-
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as fh:

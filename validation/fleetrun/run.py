@@ -25,8 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from fleet import ansible_yaml
 from fleet.atomic import write_atomic
-from validation.fleetrun.bundle import Bundle, build_bundle, source_root
+from validation.fleetrun.bundle import Bundle, build_bundle
 from validation.fleetrun.events import (
     BURNIN_TASK,
     COLLECTIVES_TASK,
@@ -37,9 +38,8 @@ from validation.fleetrun.events import (
     result_of,
     stopped_reasons,
 )
-from validation.fleetrun.inventory import MissingAnsibleError, ansible_tool, list_hosts
+from validation.fleetrun.hosts import MissingAnsibleError, ansible_tool, list_hosts
 from validation.gate import Reason
-from validation.reports import ansible_yaml
 
 # Time for everything but the burn-in and the all-reduce: facts, installation, copies, fetches.
 _OVERHEAD_S = 900
@@ -78,6 +78,8 @@ class FleetRunOptions:
     collectives_timeout_s: int = 300
     extravars: Mapping[str, object] = field(default_factory=dict)  # role variables, override all above
     cache_dir: Path = field(default_factory=default_cache)
+    source: Path | None = None  # the fleetforge source tree the node wheel is built from
+    ansible_root: Path | None = None  # the folder holding playbooks/burnin.yml and roles/
 
 
 @dataclass
@@ -126,23 +128,22 @@ class FleetRun:
         }
 
 
-def playbook_paths() -> tuple[Path, Path]:
-    """(playbooks/burnin.yml, roles/) of the source tree; they are not part of the wheel."""
-    root = source_root()
+def playbook_paths(root: Path | None) -> tuple[Path, Path]:
+    """(playbooks/burnin.yml, roles/) under `root`, the folder the front door found them in."""
     if root is None or not (root / "playbooks" / "burnin.yml").is_file():
         raise FleetRunError(
-            "playbooks/burnin.yml not found: run `fleetforge fleet burnin` from a fleetforge checkout "
-            "(the playbook and roles live in the source tree, not in the installed package)",
+            "playbooks/burnin.yml not found: this fleetforge has neither a checkout nor its packaged "
+            "Ansible content; reinstall it (pip install 'fleetforge[onprem]')",
             "NO_INPUT",
         )
     return root / "playbooks" / "burnin.yml", root / "roles"
 
 
 def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None) -> FleetRun:
-    """Run the burn-in on every inventory host. Raises FleetRunError, InventoryError or
+    """Run the burn-in on every inventory host. Raises FleetRunError, HostListError or
     MissingAnsibleError before touching any host; after that, every outcome is in the FleetRun."""
     t0 = time.perf_counter()
-    playbook, roles = playbook_paths()
+    playbook, roles = playbook_paths(opts.ansible_root)
     binary = ansible_tool("ansible-playbook")  # found (or MissingAnsibleError) before anything runs
     try:
         import ansible_runner
@@ -303,7 +304,7 @@ def _bundle(opts: FleetRunOptions, out: Path, say: Callable[[str], None]) -> Bun
         return build_bundle(
             out / "bundle",
             opts.cache_dir,
-            source=source_root(),
+            source=opts.source,
             wheelhouse=opts.wheelhouse,
             extra_packages=opts.extra_packages,
             log=say,

@@ -1,6 +1,6 @@
 """The fleet gate: per-node accept / reject with every reason, and the fleet verdict.
 
-Pure decision logic: callers read the result files (validation.records.read_results) and hand
+Pure decision logic: callers read the result files (fleet.results.read_results) and hand
 them to `decide`; the reports (validation.reports) and the CLI (fleetforge gate) do the I/O.
 """
 
@@ -8,7 +8,7 @@ from validation.gate.decide import decide
 from validation.gate.model import (
     INCOMPLETE_RULES,
     MAD_SCALE,
-    CheckOutcome,
+    CheckVerdict,
     FileReport,
     FleetPlan,
     FleetVerdict,
@@ -26,7 +26,7 @@ from validation.gate.model import (
 __all__ = [
     "INCOMPLETE_RULES",
     "MAD_SCALE",
-    "CheckOutcome",
+    "CheckVerdict",
     "FileReport",
     "FleetPlan",
     "FleetVerdict",

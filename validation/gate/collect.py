@@ -15,12 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from functools import lru_cache
+from datetime import datetime
 
-from validation.records import BadLine, CheckRecord, ResultFile, RunRecord
-
-_OLDEST = datetime.min.replace(tzinfo=UTC)
+from fleet.results import (
+    OLDEST,
+    BadLine,
+    CheckRecord,
+    ResultFile,
+    RunRecord,
+    instant,
+    node_from_path,
+    parsed_instant,
+)
 
 
 @dataclass(slots=True)
@@ -39,7 +45,7 @@ class RunEvidence:
 
     def started(self) -> datetime:
         stamps = [r.started for r in self.runs] or [c.started for c in self.checks]
-        return min((instant(s) for s in stamps), default=_OLDEST)
+        return min((instant(s) for s in stamps), default=OLDEST)
 
     def known_start(self) -> datetime | None:
         """When the run started, or None when a stamp it needs cannot be read (or there is none)."""
@@ -90,36 +96,6 @@ class NodeEvidence:
         known = [s for s in starts.values() if s is not None]
         newest = max(known, default=None)
         return [r for r in self.runs.values() if starts[r.run_id] is None or starts[r.run_id] == newest]
-
-
-def instant(stamp: str) -> datetime:
-    """An ISO 8601 time as an aware instant; an unparsable one sorts as the oldest."""
-    parsed = parsed_instant(stamp)
-    return _OLDEST if parsed is None else parsed
-
-
-def parsed_instant(stamp: str) -> datetime | None:
-    """An ISO 8601 time as an aware instant, or None when it is not one."""
-    # No ISO 8601 time is this long; refusing it up front keeps huge strings out of the cache.
-    return None if len(stamp) > 64 else _parse_instant(stamp)
-
-
-@lru_cache(maxsize=65536)
-def _parse_instant(stamp: str) -> datetime | None:
-    try:
-        parsed = datetime.fromisoformat(stamp)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def node_from_path(path: str) -> str:
-    """The runner writes `<out>/<node>.jsonl`: the file's name, less `.jsonl`, is its node.
-
-    Only `/` separates folders: a backslash is an ordinary character in a POSIX file (and node) name.
-    """
-    name = path.rsplit("/", 1)[-1]
-    return name[: -len(".jsonl")] if name.endswith(".jsonl") else name
 
 
 def group_by_node(files: Sequence[ResultFile]) -> dict[str, NodeEvidence]:

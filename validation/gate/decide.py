@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.metrics import METRICS, Metric
-from validation.gate.checks import judge_records
+from fleet.results import ResultFile
 from validation.gate.collect import NodeEvidence, group_by_node
 from validation.gate.fleet import fleet_verdict
 from validation.gate.measures import judge_measures, resolve_limits
@@ -26,8 +26,8 @@ from validation.gate.model import (
     Reason,
     natural_key,
 )
+from validation.gate.node_rules import judge_records
 from validation.gate.versions import judge_versions
-from validation.records import ResultFile
 
 _SHOWN = 8  # node names quoted in one message before "and N more"
 

@@ -24,7 +24,6 @@ CheckState = Literal["pass", "fail", "error", "skip", "missing"]
 
 # MAD x 1.4826 estimates the standard deviation of normally distributed data, so k reads as "sigmas".
 MAD_SCALE = 1.4826
-LEVELS = ("quick", "standard", "extended")
 
 _DEFAULTS = ValidationSettings()
 
@@ -53,7 +52,7 @@ class Reason:
         }
 
 
-class CheckOutcome(NamedTuple):
+class CheckVerdict(NamedTuple):
     """What one check of a node's run came to, for the JUnit report (a tuple: one per node x check)."""
 
     check: str
@@ -70,7 +69,7 @@ class NodeVerdict:
     started: str | None = None
     level: str | None = None
     files: tuple[str, ...] = ()
-    checks: dict[str, CheckOutcome] = field(default_factory=dict)
+    checks: dict[str, CheckVerdict] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     # metric -> the check whose record carried it (reasons and JUnit testcases name it)
     metric_checks: dict[str, str] = field(default_factory=dict)

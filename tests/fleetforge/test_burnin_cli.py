@@ -1,0 +1,201 @@
+"""`fleetforge burnin`: exit codes, the results file, bad options, specs and resume."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fleet.results import read_results
+from fleetforge import exitcodes
+from fleetforge.cli import main
+from fleetforge.defaults import default_spec_path
+
+
+def burnin(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["burnin", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def cpu_spec(tmp_path: Path, **validation: object) -> Path:
+    data = yaml.safe_load(default_spec_path().read_text())
+    data["validation"] = {**data.get("validation", {}), **validation}
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_cpu_burnin_writes_results_and_exits_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = burnin(
+        capsys,
+        "--sku",
+        "auto",
+        "--level",
+        "quick",
+        "--only",
+        "inventory,health",
+        "--only",
+        "fabric",
+        "--out",
+        str(tmp_path),
+        "--node",
+        "n1",
+    )
+    assert code == exitcodes.OK, out + err
+    assert (
+        "[1/3] inventory: pass" in out
+        and "fabric: skip" in out
+        and "ok - 2 pass, 0 fail, 0 error, 1 skip (cpu, quick" in out
+    )
+    results = read_results(tmp_path / "n1.jsonl")
+    assert [r.sku for r in results.runs] == ["cpu"]  # auto: no accelerator on this machine
+    assert results.runs[0].partial  # --only narrowed the quick level: the gate must know
+    assert [(c.check, c.status) for c in results.checks] == [
+        ("inventory", "pass"),
+        ("health", "pass"),
+        ("fabric", "skip"),
+    ]
+    assert (tmp_path / "n1.raw" / "inventory.json").exists()
+
+
+def test_a_check_below_its_spec_floor_exits_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = cpu_spec(tmp_path, thresholds={"gemm_fp32_tflops": {"floor": 1000}})
+    code, out, _ = burnin(
+        capsys, "--spec", str(spec), "--only", "compute", "--out", str(tmp_path / "o"), "--node", "n1"
+    )
+    assert code == exitcodes.REJECTED
+    assert "compute: fail" in out and "below floor 1000 (spec floor 1000)" in out and "rejected" in out
+    assert read_results(tmp_path / "o" / "n1.jsonl").runs[0].level == "quick"  # the spec's level
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["--level", "hourly"], exitcodes.USAGE, "--level 'hourly'; allowed: quick, standard, extended"),
+        (["--sku", "p9.mega"], exitcodes.USAGE, "unknown SKU 'p9.mega'"),
+        (
+            ["--sku", "cpu", "--only", "compute,gpu_burn"],
+            exitcodes.USAGE,
+            "unknown check 'gpu_burn'; known: inventory",
+        ),
+        (["--sku", "cpu", "--node", "a/b"], exitcodes.USAGE, "--node 'a/b'"),
+        (["--spec", "/nonexistent/fleet.yaml"], exitcodes.NO_INPUT, "no such file"),
+        (["--sku", "cpu", "--storage-path", "/nonexistent"], exitcodes.USAGE, "not a directory"),
+    ],
+)
+def test_bad_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, message: str
+) -> None:
+    got, _, err = burnin(capsys, *argv, "--out", str(tmp_path))
+    assert got == code
+    assert message in err and "Traceback" not in err
+    assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_an_out_that_cannot_be_a_folder_is_cant_create(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    code, _, err = burnin(capsys, "--sku", "cpu", "--only", "health", "--out", str(blocker / "out"))
+    assert code == exitcodes.CANT_CREATE and code != exitcodes.REJECTED
+    assert f"--out {blocker / 'out'}: cannot create it" in err and "Traceback" not in err
+    assert blocker.read_text() == "not a folder"
+
+
+def test_spec_contradicting_the_sku_and_invalid_spec(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = burnin(
+        capsys, "--spec", str(cpu_spec(tmp_path)), "--sku", "p5.48xlarge", "--out", str(tmp_path)
+    )
+    assert code == exitcodes.USAGE and "contradicts the spec's sku cpu" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ncloud: moon\n")
+    assert burnin(capsys, "--spec", str(bad), "--out", str(tmp_path))[0] == exitcodes.DATA
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed here")
+def test_gpu_sku_without_torch_is_unavailable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = burnin(capsys, "--sku", "hgx-h100-8", "--out", str(tmp_path))
+    assert code == exitcodes.UNAVAILABLE and "torch, which is not installed" in err
+
+
+def test_resume_of_another_level_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        burnin(
+            capsys,
+            "--sku",
+            "cpu",
+            "--level",
+            "quick",
+            "--only",
+            "health",
+            "--out",
+            str(tmp_path),
+            "--node",
+            "n1",
+        )[0]
+        == 0
+    )
+    code, out, err = burnin(
+        capsys, "--sku", "cpu", "--level", "extended", "--resume", "--out", str(tmp_path), "--node", "n1"
+    )
+    assert code == exitcodes.USAGE and "--resume needs the same" in err
+    code, out, _ = burnin(
+        capsys, "--sku", "cpu", "--level", "quick", "--resume", "--out", str(tmp_path), "--node", "n1"
+    )
+    assert code == exitcodes.OK and "0 checks to run; 1 kept" in out
+
+
+def test_sigterm_stops_the_run_and_keeps_the_records(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from fleet.results import read_results as read
+
+    argv = [
+        "burnin",
+        "--sku",
+        "cpu",
+        "--level",
+        "quick",
+        "--only",
+        "inventory,stress",
+        "--out",
+        str(tmp_path),
+        "--node",
+        "n1",
+    ]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from fleetforge.cli import main; sys.exit(main(sys.argv[1:]))",
+            *argv,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        path = tmp_path / "n1.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not path.exists() or path.read_text().count("\n") < 2):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)  # what `timeout` or Ansible sends while stress runs
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == exitcodes.INTERRUPTED, err
+    assert "interrupted" in err and "Traceback" not in err
+    got = read(tmp_path / "n1.jsonl")
+    assert [c.check for c in got.checks] == ["inventory"] and not got.bad_lines

@@ -1,0 +1,176 @@
+"""The all-reduce across nodes, launcher side, without torch or a second host: who takes part, the
+torchrun command line, and that a skip, a crash or a hang always leaves a record with the reason."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fleet.results import ResultsWriter, RunRecord, read_results
+from validation.burnin import multinode
+
+RUN = {
+    "run_id": "h0-r1",
+    "node": "h0",
+    "sku": "cpu",
+    "level": "quick",
+    "started": "2026-11-29T10:00:00+00:00",
+}
+
+
+def results(tmp_path: Path) -> Path:
+    path = tmp_path / "h0.jsonl"
+    with ResultsWriter(path) as w:
+        w.append(RunRecord.model_validate({**RUN, "checks": ["inventory"]}))
+    return path
+
+
+def args(path: Path, *extra: str) -> list[str]:
+    return [
+        "--results",
+        str(path),
+        "--self",
+        "h0",
+        "--members",
+        "h0,h1",
+        "--endpoint",
+        "10.0.0.1:29400",
+        *extra,
+    ]
+
+
+def last_record(path: Path) -> multinode.CheckRecord:
+    checks = read_results(path).checks
+    assert checks, "no record was appended"
+    return checks[-1]
+
+
+def test_busbw_follows_nccl_tests() -> None:
+    # 1 GB in 10 ms is 100 GB/s algbw; 4 ranks: x 2(4-1)/4 = 1.5.
+    assert multinode.busbw_gbps(10**9, 0.01, 4) == pytest.approx(150.0)
+    assert multinode.payload_counts(0, "quick", on_gpu=False, iters=0) == (2 * 2**20, 5)
+    assert multinode.payload_counts(0, "standard", on_gpu=True, iters=0) == (256 * 2**20, 20)
+    assert multinode.payload_counts(4096, "extended", on_gpu=True, iters=3) == (1024, 3)
+
+
+@pytest.mark.parametrize(
+    ("torch_found", "me", "members", "endpoint", "expect"),
+    [
+        (False, "h0", ["h0", "h1"], "a:1", "PyTorch is not installed"),
+        (True, "h2", ["h0", "h1"], "a:1", "not among the nodes ready"),
+        (True, "h0", ["h0"], "a:1", "only 1 node ready"),
+        (True, "h0", ["h0", "h1"], "", "no rendezvous endpoint"),
+        (True, "h0", ["h0", "h1"], "a:1", None),
+    ],
+)
+def test_who_takes_part(
+    torch_found: bool, me: str, members: list[str], endpoint: str, expect: str | None
+) -> None:
+    why = multinode.skip_reason(torch_found, me, members, endpoint, "/opt/fleetforge/venv")
+    assert (why is None) if expect is None else (why is not None and expect in why)
+
+
+def test_torchrun_command_uses_c10d_rendezvous_and_no_restarts(tmp_path: Path) -> None:
+    ns = multinode.parser().parse_args(
+        args(tmp_path / "h0.jsonl", "--local-addr", "10.0.0.2", "--rdzv-id", "ff-1", "--timeout", "120")
+    )
+    argv = multinode.torchrun_argv(ns, nnodes=2, nproc=8)
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    for flag in (
+        "--nnodes=2",
+        "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=10.0.0.1:29400",
+        "--rdzv-id=ff-1",
+        "--rdzv-conf=join_timeout=120",
+        "--max-restarts=0",
+        "--local-addr=10.0.0.2",
+    ):
+        assert flag in argv
+    worker = argv[argv.index("--module") + 1 :]
+    assert worker[:2] == ["validation.burnin.multinode", "--worker"]
+    assert f"--results={tmp_path / 'h0.jsonl'}" in worker
+
+
+def test_a_node_without_torch_records_a_skip_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = results(tmp_path)
+    monkeypatch.setattr(multinode.importlib.util, "find_spec", lambda name: None)
+    assert multinode.main(args(path)) == 0
+    rec = last_record(path)
+    assert (rec.check, rec.status, rec.run_id, rec.level) == (
+        "multinode_collectives",
+        "skip",
+        "h0-r1",
+        "quick",
+    )
+    assert rec.reason is not None and "PyTorch is not installed" in rec.reason
+
+
+def _pretend_torch(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    monkeypatch.setattr(multinode.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(multinode, "_nproc", lambda asked: 1)
+    monkeypatch.setattr(multinode, "torchrun_argv", lambda ns, nnodes, nproc: command)
+
+
+def test_torchrun_failing_without_a_result_is_an_error_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = results(tmp_path)
+    crash = [sys.executable, "-c", "import sys; print('rendezvous refused', file=sys.stderr); sys.exit(3)"]
+    _pretend_torch(monkeypatch, crash)
+    assert multinode.main(args(path)) == 2
+    rec = last_record(path)
+    assert (
+        rec.status == "error"
+        and rec.reason == "torchrun exited with code 3 before this node recorded a result"
+    )
+    assert rec.error is not None and "rendezvous refused" in rec.error
+
+
+def test_a_hung_collective_is_killed_at_the_timeout_and_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = results(tmp_path)
+    marker = tmp_path / "still-running"
+    # A rank that would outlive the launcher: it sits in the launcher's process group.
+    hang = [
+        sys.executable,
+        "-c",
+        f"import time, pathlib; time.sleep(30); pathlib.Path({str(marker)!r}).touch()",
+    ]
+    _pretend_torch(monkeypatch, hang)
+    t0 = time.monotonic()
+    assert multinode.main(args(path, "--timeout", "1")) == 2
+    assert time.monotonic() - t0 < 15
+    rec = last_record(path)
+    assert rec.status == "error" and rec.reason is not None
+    assert rec.reason.startswith("no result within 1 s: the rendezvous at 10.0.0.1:29400")
+    time.sleep(0.5)
+    assert not marker.exists()
+
+
+def test_a_result_the_worker_wrote_is_kept_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = results(tmp_path)
+    # Stands in for the worker: appends a pass record of this run, then exits non-zero in teardown.
+    code = (
+        "import sys; from pathlib import Path; from validation.burnin import multinode as m; "
+        f"p = Path({str(path)!r}); run = m.latest_run(p); assert run is not None; "
+        "m._append(p, m._record(run, 'pass', metrics={m.METRIC: 1.5}, backend='torch-gloo')); sys.exit(1)"
+    )
+    _pretend_torch(monkeypatch, [sys.executable, "-c", code])
+    assert multinode.main(args(path)) == 0
+    checks = read_results(path).checks
+    assert [c.status for c in checks] == ["pass"]
+    assert checks[0].metrics == {multinode.METRIC: 1.5}
+
+
+def test_no_results_file_and_bad_arguments_have_their_own_exit_codes(tmp_path: Path) -> None:
+    assert multinode.main(args(tmp_path / "missing.jsonl")) == multinode.NO_RESULTS
+    with pytest.raises(SystemExit) as exc:
+        multinode.main(["--results"])
+    assert exc.value.code == multinode.USAGE

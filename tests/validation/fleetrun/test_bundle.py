@@ -1,0 +1,151 @@
+"""The bundle nodes install fleetforge from: wheel, dependency set, tar with MANIFEST last."""
+
+from __future__ import annotations
+
+import hashlib
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from validation.fleetrun.bundle import (
+    BundleError,
+    build_bundle,
+    constraints_from_freeze,
+    requirements_of,
+    sha256_file,
+)
+
+NUMPY = "numpy-2.4.6-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+
+
+def fake_wheel(folder: Path, name: str, metadata: str = "Metadata-Version: 2.1\nName: x\n") -> Path:
+    path = folder / name
+    dist = name.split("-")[0] + "-" + name.split("-")[1] + ".dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{dist}/METADATA", metadata)
+    return path
+
+
+def test_freeze_becomes_constraints_without_the_project_editables_or_urls() -> None:
+    text = "\n".join(
+        [
+            "# Editable install with no version control (fleetforge==0.1.0)",
+            "-e /work/main",
+            "fleetforge==0.1.0",
+            "numpy==2.4.6",
+            "Pydantic==2.14.4",
+            "somepkg @ file:///tmp/somepkg-1.0.tar.gz",
+            "ansible-core==2.19.14",
+            "",
+        ]
+    )
+    assert constraints_from_freeze(text) == ["ansible-core==2.19.14", "numpy==2.4.6", "Pydantic==2.14.4"]
+
+
+def test_requirements_leave_out_the_extras(tmp_path: Path) -> None:
+    meta = "\n".join(
+        [
+            "Metadata-Version: 2.1",
+            "Name: fleetforge",
+            "Requires-Dist: pydantic<3,>=2.6",
+            "Requires-Dist: numpy>=1.26",
+            'Requires-Dist: pulumi<4,>=3.100; extra == "cloud"',
+            "Requires-Dist: tomli; python_version < '3.11'",
+        ]
+    )
+    wheel = fake_wheel(tmp_path, "fleetforge-0.1.0-py3-none-any.whl", meta)
+    assert requirements_of(wheel) == ["pydantic<3,>=2.6", "numpy>=1.26", "tomli; python_version < '3.11'"]
+
+
+def _wheelhouse(tmp_path: Path) -> Path:
+    house = tmp_path / "house"
+    house.mkdir()
+    fake_wheel(house, "fleetforge-0.1.0-py3-none-any.whl")
+    fake_wheel(house, NUMPY)
+    fake_wheel(house, "pyyaml-6.0.4-cp311-cp311-manylinux2014_x86_64.whl")
+    fake_wheel(house, "typer-0.29.2-py3-none-any.whl")
+    return house
+
+
+def test_wheelhouse_bundle_lists_every_dependency_and_puts_manifest_last(tmp_path: Path) -> None:
+    house = _wheelhouse(tmp_path)
+    bundle = build_bundle(tmp_path / "work", tmp_path / "cache", wheelhouse=house)
+    assert bundle.wheel == house / "fleetforge-0.1.0-py3-none-any.whl"
+    assert bundle.version == "0.1.0"
+    assert bundle.wheel_sha == hashlib.sha256(bundle.wheel.read_bytes()).hexdigest()
+    assert bundle.deps_wheels == (
+        NUMPY,
+        "pyyaml-6.0.4-cp311-cp311-manylinux2014_x86_64.whl",
+        "typer-0.29.2-py3-none-any.whl",
+    )
+    # The Python and CPU the binary wheels are for, which the role checks on each node.
+    assert (bundle.python, bundle.machine) == ("3.11", "x86_64")
+    with tarfile.open(bundle.deps_tar) as tf:
+        names = tf.getnames()
+        manifest = tf.extractfile("MANIFEST")
+        assert manifest is not None
+        lines = manifest.read().decode().splitlines()
+    assert names == [*bundle.deps_wheels, "MANIFEST"]
+    assert [line.split()[1] for line in lines] == list(bundle.deps_wheels)
+    assert lines[0].split()[0] == sha256_file(house / NUMPY)
+    ev = bundle.extravars()
+    assert ev["burnin_deps_key"] == bundle.deps_key and ev["burnin_deps_wheels"] == list(bundle.deps_wheels)
+    assert ev["burnin_fleetforge_wheel"] == str(bundle.wheel)
+
+
+def test_same_wheels_same_key_and_tar_changed_wheel_new_key(tmp_path: Path) -> None:
+    house = _wheelhouse(tmp_path)
+    first = build_bundle(tmp_path / "work", tmp_path / "cache", wheelhouse=house)
+    mtime = first.deps_tar.stat().st_mtime_ns
+    again = build_bundle(tmp_path / "work", tmp_path / "cache", wheelhouse=house)
+    assert again.deps_key == first.deps_key and again.deps_tar.stat().st_mtime_ns == mtime
+    fake_wheel(
+        house, "typer-0.29.2-py3-none-any.whl", "Metadata-Version: 2.1\nName: typer\nVersion: 0.29.2\n"
+    )
+    changed = build_bundle(tmp_path / "work", tmp_path / "cache", wheelhouse=house)
+    assert changed.deps_key != first.deps_key
+
+
+@pytest.mark.parametrize(
+    ("own", "deps", "problem"),
+    [
+        (0, 1, r"0 fleetforge-\*\.whl files"),
+        (2, 1, r"2 fleetforge-\*\.whl files"),
+        (1, 0, "no dependency wheels"),
+    ],
+)
+def test_wheelhouse_without_exactly_one_fleetforge_and_some_deps_is_refused(
+    tmp_path: Path, own: int, deps: int, problem: str
+) -> None:
+    house = tmp_path / "house"
+    house.mkdir()
+    for i in range(own):
+        fake_wheel(house, f"fleetforge-0.{i}.0-py3-none-any.whl")
+    for _ in range(deps):
+        fake_wheel(house, NUMPY)
+    with pytest.raises(BundleError, match=problem):
+        build_bundle(tmp_path / "work", tmp_path / "cache", wheelhouse=house)
+
+
+def test_no_source_and_no_wheelhouse_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="--wheelhouse"):
+        build_bundle(tmp_path / "work", tmp_path / "cache", source=None)
+
+
+def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(tmp_path: Path) -> None:
+    from validation.fleetrun import bundle as bundle_mod
+
+    before = {p.name for p in ROOT.iterdir()}
+    first = bundle_mod._build_wheel(ROOT, tmp_path / "a", bundle_mod.sys.executable, lambda _: None)
+    second = bundle_mod._build_wheel(ROOT, tmp_path / "b", bundle_mod.sys.executable, lambda _: None)
+    # Same tree, same bytes: the nodes do not reinstall an unchanged fleetforge.
+    assert sha256_file(first) == sha256_file(second)
+    assert first.name.startswith("fleetforge-") and first.name.endswith("-py3-none-any.whl")
+    with zipfile.ZipFile(first) as zf:
+        names = zf.namelist()
+    assert "validation/burnin/multinode.py" in names and "fleetforge/cli.py" in names
+    assert not any(n.startswith(("tests/", "roles/")) for n in names)
+    assert {p.name for p in ROOT.iterdir()} == before  # nothing built inside the checkout

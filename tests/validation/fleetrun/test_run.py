@@ -1,0 +1,277 @@
+"""The fleet run's own logic without hosts: role variables, time limits, stale results, run-level
+problems, inventory listing through Ansible, and the command line's refusals."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetforge import exitcodes
+from fleetforge.cli import main
+from fleetforge.install import ansible_root
+from tests.conftest import ROOT
+from validation.fleetrun.bundle import Bundle
+from validation.fleetrun.events import BURNIN_TASK, COLLECTIVES_TASK, HostRun
+from validation.fleetrun.hosts import HostListError, hosts_from_listing, list_hosts
+from validation.fleetrun.run import (
+    FleetRun,
+    FleetRunError,
+    FleetRunOptions,
+    _fresh_results_dir,
+    _Progress,
+    _run_problem,
+    playbook_paths,
+    role_vars,
+    run_time_limit,
+)
+
+
+def bundle(tmp_path: Path) -> Bundle:
+    return Bundle(
+        wheel=tmp_path / "fleetforge-0.1.0-py3-none-any.whl",
+        wheel_sha="ab" * 32,
+        deps_tar=tmp_path / "deps-0123456789abcdef.tar",
+        deps_key="0123456789abcdef",
+        deps_wheels=("numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl",),
+        python="3.11",
+        machine="x86_64",
+    )
+
+
+def test_role_vars_carry_the_bundle_the_options_and_let_var_override(tmp_path: Path) -> None:
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text("name: x\n")
+    opts = FleetRunOptions(
+        inventory=tmp_path / "inv.yml",
+        out_dir=tmp_path / "out",
+        sku="cpu",
+        level="quick",
+        spec=spec,
+        timeout_s=600,
+        throttle=2,
+        collectives=False,
+        extravars={"burnin_blas_threads": 1, "burnin_timeout_s": 900},
+    )
+    results = tmp_path / "out" / "results"
+    ev = role_vars(opts, bundle(tmp_path), results)
+    assert ev["burnin_deps_key"] == "0123456789abcdef" and ev["burnin_python_version"] == "3.11"
+    assert ev["burnin_sku"] == "cpu" and ev["burnin_level"] == "quick"
+    assert ev["burnin_spec_src"] == str(spec.resolve())
+    assert ev["burnin_fetch_dir"] == str(results)
+    assert ev["burnin_throttle"] == 2 and ev["burnin_collectives_enabled"] is False
+    assert ev["burnin_blas_threads"] == 1 and ev["burnin_timeout_s"] == 900  # --var wins
+    # Every variable set is one the role declares (a typo would be silently ignored by Ansible).
+    declared = yaml.safe_load((ROOT / "roles/burnin/meta/argument_specs.yml").read_text())
+    assert set(ev) <= set(declared["argument_specs"]["main"]["options"])
+    # Each run has its own rendezvous id: a straggler of an earlier run cannot join this one.
+    assert role_vars(opts, bundle(tmp_path), results)["burnin_collectives_id"] != ev["burnin_collectives_id"]
+
+
+def test_the_whole_run_has_a_limit_above_every_per_host_limit(tmp_path: Path) -> None:
+    opts = FleetRunOptions(inventory=tmp_path, out_dir=tmp_path, timeout_s=600, collectives_timeout_s=120)
+    limit = run_time_limit(opts)
+    assert limit > 600 + 60 + 120
+    assert (
+        run_time_limit(
+            FleetRunOptions(inventory=tmp_path, out_dir=tmp_path, timeout_s=600, collectives=False)
+        )
+        < limit
+    )
+
+
+def test_results_of_an_earlier_run_are_moved_aside_never_judged_again(tmp_path: Path) -> None:
+    first = _fresh_results_dir(tmp_path)
+    (first / "h0.jsonl").write_text("old\n")
+    second = _fresh_results_dir(tmp_path)
+    assert second == first and list(second.iterdir()) == []
+    assert (tmp_path / "results.prev" / "h0.jsonl").read_text() == "old\n"
+    _fresh_results_dir(tmp_path)  # an empty folder stays; the .prev of the run before is kept
+    assert (tmp_path / "results.prev" / "h0.jsonl").exists()
+
+
+def _runner(status: str, rc: int, stdout: str = "") -> Any:
+    return SimpleNamespace(status=status, rc=rc, stdout=io.StringIO(stdout))
+
+
+def test_run_level_problems() -> None:
+    recap = [{"event": "playbook_on_stats", "event_data": {}}]
+    assert _run_problem(_runner("failed", 2), recap, 100) is None  # hosts failed: their own reasons say why
+    assert "time limit of 100 s" in (_run_problem(_runner("timeout", 254), [], 100) or "")
+    assert _run_problem(_runner("canceled", 254), [], 100) == "the fleet run was canceled"
+    broken = _run_problem(_runner("failed", 4, "ERROR! the role 'burnin' was not found"), [], 100)
+    assert (
+        broken == "ansible-playbook stopped without a recap (exit 4): ERROR! the role 'burnin' was not found"
+    )
+
+
+def test_fleet_run_reasons_combine_host_outcomes_and_a_stopped_run(tmp_path: Path) -> None:
+    hosts = {
+        "h0": HostRun("h0", burnin_rc=0),
+        "h1": HostRun("h1", unreachable="Connection refused"),
+        "h2": HostRun("h2"),
+    }
+    run = FleetRun(
+        expected=["h0", "h1", "h2"],
+        hosts=hosts,
+        results_dir=tmp_path,
+        fetched=[tmp_path / "h0.jsonl"],
+        status="timeout",
+        rc=254,
+        problem="the fleet run passed its time limit of 100 s and was stopped",
+        bundle=None,
+        artifacts=tmp_path,
+        timings={"total": 1.0},
+    )
+    reasons = run.reasons()
+    assert sorted(reasons) == ["h1", "h2"]
+    assert reasons["h1"][0].message == "unreachable: Connection refused"
+    assert reasons["h2"][0].message.startswith("fleet run stopped before this host finished")
+    doc = run.as_dict()
+    assert json.loads(json.dumps(doc))["hosts"]["h1"]["unreachable"] == "Connection refused"
+
+
+def test_progress_lines_name_host_and_milestone() -> None:
+    lines: list[str] = []
+    progress = _Progress(lines.append)
+
+    def ev(kind: str, host: str | None, task: str, **res: Any) -> dict[str, Any]:
+        return {"event": kind, "event_data": {"host": host, "task": task, "res": res}}
+
+    assert progress(ev("playbook_on_task_start", None, BURNIN_TASK))
+    progress(ev("runner_on_ok", "h0", BURNIN_TASK, rc=1))
+    progress(ev("runner_on_ok", "h0", COLLECTIVES_TASK, rc=0))
+    progress(ev("runner_on_unreachable", "h1", "Gathering Facts", msg="refused"))
+    progress(
+        ev(
+            "runner_on_failed",
+            "h2",
+            "Fetch the results to the controller",
+            msg="the remote file does not exist",
+        )
+    )
+    progress(ev("runner_on_ok", "h0", "Gathering Facts"))  # quiet
+    assert lines == [
+        "run the burn-in ...",
+        "h0: burn-in exited 1",
+        "h0: all-reduce across nodes exited 0",
+        "h1: unreachable: refused",
+        "h2: task failed: Fetch the results to the controller: the remote file does not exist",
+    ]
+
+
+def test_playbook_and_roles_come_from_the_checkout() -> None:
+    playbook, roles = playbook_paths(ansible_root())
+    assert playbook == ROOT / "playbooks/burnin.yml" and (roles / "burnin/tasks/main.yml").is_file()
+
+
+def test_no_ansible_content_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FleetRunError, match=r"playbooks/burnin\.yml not found"):
+        playbook_paths(tmp_path)
+
+
+def test_hosts_from_a_listing_include_hosts_without_vars() -> None:
+    doc = {
+        "_meta": {"hostvars": {"node1": {"ansible_host": "10.0.0.1"}}},
+        "all": {"children": ["ungrouped", "gpu"]},
+        "gpu": {"hosts": ["node10", "node2"]},
+        "ungrouped": {"hosts": ["node1"]},
+    }
+    assert hosts_from_listing(doc) == ["node1", "node2", "node10"]
+
+
+def test_inventories_are_parsed_by_ansible(tmp_path: Path) -> None:
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[gpu]\nnode2 ansible_host=10.0.0.2\nnode10\n[cpu]\nnode1\n")
+    assert list_hosts(ini) == ["node1", "node2", "node10"]
+    yml = tmp_path / "hosts.yml"
+    yml.write_text(yaml.safe_dump({"all": {"hosts": {"a": None}, "children": {"g": {"hosts": {"b": None}}}}}))
+    assert list_hosts(yml) == ["a", "b"]
+    empty = tmp_path / "empty.yml"
+    empty.write_text("all:\n  hosts: {}\n")
+    with pytest.raises(HostListError, match="names no host"):
+        list_hosts(empty)
+    broken = tmp_path / "broken.yml"
+    broken.write_text("all: [unclosed\n")
+    with pytest.raises(HostListError, match="Ansible cannot read it"):
+        list_hosts(broken)
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(["fleet", "burnin", *args])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_cli_refuses_bad_options_before_touching_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv.ini"
+    inv.write_text("node1\n")
+    out = tmp_path / "out"
+    assert _cli(["-i", str(tmp_path / "nope.ini"), "--out", str(out)], capsys)[0] == exitcodes.NO_INPUT
+    code, text = _cli(["-i", str(inv), "--level", "fast", "--out", str(out)], capsys)
+    assert code == exitcodes.USAGE and "quick, standard, extended" in text
+    code, text = _cli(["-i", str(inv), "--var", "no-equals", "--out", str(out)], capsys)
+    assert code == exitcodes.USAGE and "KEY=VALUE" in text
+    code, text = _cli(["-i", str(inv), "--sku", "nope", "--out", str(out)], capsys)
+    assert code == exitcodes.USAGE and "unknown SKU" in text
+    code, text = _cli(["-i", str(inv), "--junit", str(tmp_path / "no" / "x.xml"), "--out", str(out)], capsys)
+    assert code == exitcodes.USAGE and "does not exist" in text
+    assert not out.exists()
+
+
+def test_cli_says_an_unreadable_inventory_is_bad_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all: [unclosed\n")
+    code, text = _cli(["-i", str(inv), "--out", str(tmp_path / "out")], capsys)
+    assert code == exitcodes.DATA and "Ansible cannot read it" in text
+    assert not (tmp_path / "out" / "results").exists()
+
+
+def test_help_works_without_ansible_runner_imported() -> None:
+    probe = (
+        "import sys; from fleetforge.cli import main; code = main(['fleet', 'burnin', '--help']); "
+        "sys.exit(1 if 'ansible_runner' in sys.modules or code != 0 else 0)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--inventory" in done.stdout
+
+
+def test_phase_seconds_span_the_task_start_to_its_last_result() -> None:
+    from validation.fleetrun.run import phase_seconds
+
+    def ev(kind: str, created: str, task: str = BURNIN_TASK) -> dict[str, Any]:
+        return {"event": kind, "created": created, "event_data": {"task": task}}
+
+    events = [
+        ev("playbook_on_task_start", "2026-11-29T10:00:00+00:00"),
+        ev("runner_on_ok", "2026-11-29T10:00:12+00:00"),
+        ev("runner_on_failed", "2026-11-29T10:00:30.5+00:00"),
+        ev("runner_on_ok", "2026-11-29T10:05:00+00:00", task="Fetch the results to the controller"),
+    ]
+    assert phase_seconds(events, BURNIN_TASK) == 30.5
+    assert phase_seconds(events, COLLECTIVES_TASK) == 0.0
+
+
+def test_cli_says_an_unusable_out_folder_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inv = tmp_path / "inv.ini"
+    inv.write_text("node1\n")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code, text = _cli(["-i", str(inv), "--out", str(blocker / "out")], capsys)
+    assert code == exitcodes.USAGE and "--out" in text and "cannot prepare it" in text

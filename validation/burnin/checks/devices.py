@@ -1,0 +1,100 @@
+"""inventory: accelerator count, model and memory against the SKU; versions for homogeneity."""
+
+from __future__ import annotations
+
+from validation.burnin.backends.base import Backend
+from validation.burnin.checks._util import device_label, versions_of
+from validation.burnin.context import CheckContext
+from validation.burnin.models import model_matches
+from validation.burnin.outcome import CheckOutcome, judge
+from validation.burnin.registry import Check, Raw, register
+
+# NVML reports usable memory: an "80 GB" H100 shows 79.6 GiB, a "141 GB" H200 140.4 GiB.
+MEMORY_TOLERANCE = 0.95
+# A cloud VM's MemTotal is below the instance's nominal memory (firmware and kernel reserve some).
+HOST_MEMORY_TOLERANCE = 0.90
+
+
+@register
+class Inventory(Check):
+    name = "inventory"
+    description = (
+        "accelerator count, model and memory vs the SKU; driver, CUDA, VBIOS, firmware, OFED versions"
+    )
+    order = 10
+    timeouts = {"quick": 60.0, "standard": 60.0, "extended": 120.0}
+
+    def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
+        return backend.inventory()
+
+    def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+        sku = ctx.sku
+        host = raw.get("host") or {}
+        devices = raw.get("devices") or []
+        versions = versions_of(raw.get("versions") or {})
+        metrics: dict[str, float] = {}
+        per_device: dict[str, list[float]] = {}
+        faults: list[str] = []
+        notes: list[str] = []
+
+        if sku.accelerators_per_node > 0:
+            metrics["accelerator_count"] = len(devices)
+            if len(devices) != sku.accelerators_per_node:
+                faults.append(f"{len(devices)} accelerators found; {sku.sku} has {sku.accelerators_per_node}")
+            for d in devices:
+                if not model_matches(sku.accelerator.model, str(d.get("name", ""))):
+                    faults.append(
+                        f"{device_label(sku, d['index'])} is {d.get('name')!r}, not a {sku.accelerator.model}"
+                    )
+            for d in devices:
+                faults += [f"{device_label(sku, d['index'])}: NVML {p}" for p in d.get("nvml_errors") or []]
+            faults += [f"NVML {p}" for p in raw.get("nvml_errors") or []]
+            mem = [float(d["memory_bytes"]) / 2**30 for d in devices if d.get("memory_bytes")]
+            if mem:
+                per_device["accelerator_memory_gib"] = mem
+                metrics["accelerator_memory_gib"] = min(mem)
+                want = sku.accelerator.memory_gib * MEMORY_TOLERANCE
+                for d, gib in zip(devices, mem, strict=False):
+                    if gib < want:
+                        faults.append(
+                            f"{device_label(sku, d['index'])} has {gib:.1f} GiB; {sku.accelerator.model} has "
+                            f"{sku.accelerator.memory_gib:g} (at least {want:.1f} expected)"
+                        )
+            elif devices:
+                faults.append("accelerator memory size not reported")
+            for key in ("vbios", "firmware"):
+                seen = sorted({str(d[key]) for d in devices if d.get(key)})
+                if len(seen) > 1:
+                    faults.append(f"mixed {key} versions within the node: {', '.join(seen)}")
+                elif seen:
+                    versions[key] = seen[0]
+        elif devices:
+            notes.append(f"{len(devices)} accelerators present on a {sku.sku} node; they are not measured")
+
+        if host:
+            metrics["host_cpus"] = float(host.get("cpus") or 0)
+            metrics["host_memory_gib"] = float(host.get("memory_bytes") or 0) / 2**30
+            if sku.host is not None:
+                if metrics["host_cpus"] < sku.host.vcpus:
+                    faults.append(f"{metrics['host_cpus']:.0f} CPUs; {sku.sku} has {sku.host.vcpus}")
+                if metrics["host_memory_gib"] < sku.host.memory_gib * HOST_MEMORY_TOLERANCE:
+                    faults.append(
+                        f"{metrics['host_memory_gib']:.0f} GiB host memory; {sku.sku} has {sku.host.memory_gib}"
+                    )
+            for key, label in (
+                ("cpu_model", "cpu_model"),
+                ("microcode", "microcode"),
+                ("bios_version", "bios"),
+            ):
+                if host.get(key):
+                    versions[label] = str(host[key])
+            if sku.accelerator.kind == "cpu" and "firmware" not in versions:
+                # A CPU node's firmware for the homogeneity rule: BIOS and CPU microcode.
+                fw = "; ".join(f"{k} {versions[k]}" for k in ("bios", "microcode") if k in versions)
+                if fw:
+                    versions["firmware"] = fw
+            if host.get("usable_cpus") and host["usable_cpus"] != host.get("cpus"):
+                notes.append(
+                    f"{host['usable_cpus']} of {host.get('cpus')} CPUs usable by this process (affinity)"
+                )
+        return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes, versions=versions)

@@ -1,0 +1,124 @@
+"""stress: sustained load for the level's duration while sampling clocks, throttle reasons,
+temperatures and power. Thermal or hardware throttling under load fails the node.
+
+Raw (load_and_sample): {"interval_s", "seconds", "samples": [{"t", "devices": [{"clock_mhz",
+"max_clock_mhz", "temp_c", "power_w", "throttle_mask" (NVML bit mask) | "throttle_ms" and
+"throttle_count" (CPU cumulative counters), "energy_j"}]}], "work": [{"device", "flops",
+"seconds", "windows_tflops"}], "power_source", "power_unavailable"}.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from validation.burnin.backends.base import Backend
+from validation.burnin.checks._util import device_label, median
+from validation.burnin.context import CheckContext
+from validation.burnin.outcome import CheckOutcome, error, judge
+from validation.burnin.parsers import throttle
+from validation.burnin.registry import Check, Raw, register
+
+# Samples in the first part of the run show the ramp to full clocks and power, not a steady state.
+RAMP_FRACTION = 0.1
+
+
+@register
+class Stress(Check):
+    name = "stress"
+    description = "sustained load: clocks, throttle reasons, temperatures, power, throughput stability"
+    order = 90
+    timeouts = {"quick": 90.0, "standard": 420.0, "extended": 1500.0}
+    level_params = {
+        "quick": {"seconds": 5.0, "interval_s": 0.5},
+        "standard": {"seconds": 120.0, "interval_s": 1.0},
+        "extended": {"seconds": 900.0, "interval_s": 2.0},
+    }
+
+    def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
+        p = self.params(ctx)
+        return backend.load_and_sample(float(p["seconds"]), float(p["interval_s"]))
+
+    def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+        work: list[dict[str, Any]] = raw.get("work") or []
+        samples: list[dict[str, Any]] = raw.get("samples") or []
+        if not work or not samples:
+            return error("the load ran but produced no samples")
+        interval = float(raw["interval_s"])
+        steady = [s for s in samples if s["t"] >= RAMP_FRACTION * float(raw["seconds"])] or samples
+        per: dict[str, list[float]] = {}
+        faults: list[str] = []
+        notes: list[str] = []
+        seen: set[str] = set()
+        for i, w in enumerate(work):
+            who = device_label(ctx.sku, w.get("device"))
+            series = [s["devices"][i] for s in steady if i < len(s["devices"])]
+            every = [s["devices"][i] for s in samples if i < len(s["devices"])]
+            _clock(series, per, seen)
+            _throttle(who, series, every, interval, per, faults, notes, seen)
+            for key, metric in (("temp_c", "temperature_max_c"), ("power_w", "power_max_w")):
+                values = [float(x[key]) for x in series if x.get(key) is not None]
+                if values:
+                    per.setdefault(metric, []).append(max(values))
+                    seen.add(key)
+            windows = [float(v) for v in (w.get("windows_tflops") or [])[1:]]
+            if len(windows) >= 3 and median(windows) > 0:
+                per.setdefault("stress_throughput_ratio", []).append(min(windows) / median(windows))
+        metrics: dict[str, float] = {}
+        for metric, values in per.items():
+            worst_is_max = metric in {"stress_throttle_seconds", "temperature_max_c", "power_max_w"}
+            metrics[metric] = max(values) if worst_is_max else min(values)
+        missing = [k for k in ("clock", "throttle", "temp_c", "power_w") if k not in seen]
+        if missing:
+            notes.append(f"telemetry not exposed on this node: {', '.join(missing)}")
+        notes.append(f"{float(raw['seconds']):.1f} s of load, {len(samples)} samples every {interval:g} s")
+        per_device = {k: v for k, v in per.items() if len(v) > 1}
+        return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes)
+
+
+def _clock(series: list[dict[str, Any]], per: dict[str, list[float]], seen: set[str]) -> None:
+    clocks = [float(x["clock_mhz"]) for x in series if x.get("clock_mhz")]
+    top = max((float(x["max_clock_mhz"]) for x in series if x.get("max_clock_mhz")), default=0.0)
+    if clocks and top > 0:
+        per.setdefault("stress_clock_ratio", []).append(median(clocks) / top)
+        seen.add("clock")
+
+
+def _throttle(
+    who: str,
+    series: list[dict[str, Any]],
+    every: list[dict[str, Any]],
+    interval: float,
+    per: dict[str, list[float]],
+    faults: list[str],
+    notes: list[str],
+    seen: set[str],
+) -> None:
+    masks = [int(x["throttle_mask"]) for x in series if x.get("throttle_mask") is not None]
+    if masks:
+        seen.add("throttle")
+        bad = [set(throttle.decode(m)) & throttle.FAULTS for m in masks]
+        seconds = sum(1 for b in bad if b) * interval
+        per.setdefault("stress_throttle_seconds", []).append(seconds)
+        reasons = sorted(set().union(*bad))
+        if reasons:
+            faults.append(f"{who}: {', '.join(reasons)} for {seconds:g} s under load")
+        capped = sum(1 for m in masks if set(throttle.decode(m)) & throttle.NOTES)
+        if capped:
+            notes.append(
+                f"{who}: at its software power cap in {capped} of {len(masks)} samples (normal at full load)"
+            )
+        return
+    ms = [float(x["throttle_ms"]) for x in every if x.get("throttle_ms") is not None]
+    counts = [float(x["throttle_count"]) for x in every if x.get("throttle_count") is not None]
+    if len(ms) >= 2:
+        seen.add("throttle")
+        seconds = max(0.0, ms[-1] - ms[0]) / 1000
+        per.setdefault("stress_throttle_seconds", []).append(seconds)
+        if seconds > 0:
+            faults.append(f"{who}: thermally throttled for {seconds:.2f} s under load (thermal_throttle)")
+    elif len(counts) >= 2:
+        seen.add("throttle")
+        events = counts[-1] - counts[0]
+        per.setdefault("stress_throttle_seconds", []).append(events * interval if events > 0 else 0.0)
+        if events > 0:
+            faults.append(f"{who}: {events:g} thermal throttle events under load")

@@ -1,0 +1,205 @@
+"""NVML through nvidia-ml-py (`pynvml`): inventory, versions, ECC, remapped rows, PCIe links,
+NVLink state, clocks, throttle reasons, temperature, power and energy.
+
+The module handle is injectable: tests pass a fake built on captured values. "Not supported"
+answers become None (the fact does not exist on this part, e.g. remapped rows before Ampere);
+any other NVML error is kept in the device's `nvml_errors`, which health turns into a fault
+(a GPU that has fallen off the bus answers with errors, not with zeros).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from validation.burnin.backends.base import MissingDependencyError, Raw
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def cuda_version(code: int) -> str:
+    """nvmlSystemGetCudaDriverVersion's 12040 -> '12.4'."""
+    return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+def _import_pynvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        raise MissingDependencyError(
+            "pynvml is not installed: install the gpu extra (pip install 'fleetforge[gpu]')"
+        ) from None
+    return pynvml
+
+
+class Nvml:
+    def __init__(self, module: Any | None = None) -> None:
+        self.nv: Any = module if module is not None else _import_pynvml()
+        self.nv.nvmlInit()
+        self.count = int(self.nv.nvmlDeviceGetCount())
+        self.handles = [self.nv.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+
+    def close(self) -> None:
+        self.nv.nvmlShutdown()
+
+    def _q(self, errors: list[str], fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except self.nv.NVMLError as exc:
+            if getattr(exc, "value", None) == self.nv.NVML_ERROR_NOT_SUPPORTED:
+                return None
+            errors.append(f"{getattr(fn, '__name__', 'nvml')}: {exc}")
+            return None
+
+    # ---------------------------------------------------------------- inventory
+
+    def inventory(self) -> Raw:
+        nv = self.nv
+        devices = []
+        for i, h in enumerate(self.handles):
+            errors: list[str] = []
+            mem = self._q(errors, nv.nvmlDeviceGetMemoryInfo, h)
+            pci = self._q(errors, nv.nvmlDeviceGetPciInfo, h)
+            cc = self._q(errors, nv.nvmlDeviceGetCudaComputeCapability, h)
+            devices.append(
+                {
+                    "index": i,
+                    "name": _text(self._q(errors, nv.nvmlDeviceGetName, h) or ""),
+                    "uuid": _text(self._q(errors, nv.nvmlDeviceGetUUID, h) or ""),
+                    "serial": _text(self._q(errors, nv.nvmlDeviceGetSerial, h) or ""),
+                    "bus_id": _text(pci.busId) if pci is not None else "",
+                    "memory_bytes": float(mem.total) if mem is not None else None,
+                    "vbios": _text(self._q(errors, nv.nvmlDeviceGetVbiosVersion, h) or ""),
+                    "firmware": _text(self._q(errors, nv.nvmlDeviceGetInforomImageVersion, h) or ""),
+                    "compute_capability": f"{cc[0]}.{cc[1]}" if cc else "",
+                    "nvml_errors": errors,
+                }
+            )
+        sys_errors: list[str] = []
+        driver = self._q(sys_errors, nv.nvmlSystemGetDriverVersion)
+        cuda = self._q(sys_errors, nv.nvmlSystemGetCudaDriverVersion)
+        versions = {
+            "driver": _text(driver) if driver else "",
+            "cuda": cuda_version(int(cuda)) if cuda else "",
+        }
+        return {"devices": devices, "versions": versions, "nvml_errors": sys_errors}
+
+    # ---------------------------------------------------------------- health
+
+    def pcie(self, under_load: bool) -> list[Raw]:
+        nv = self.nv
+        links = []
+        for h in self.handles:
+            errors: list[str] = []
+            links.append(
+                {
+                    "cur_gen": self._q(errors, nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    "max_gen": self._q(errors, nv.nvmlDeviceGetMaxPcieLinkGeneration, h),
+                    "gpu_max_gen": self._q(errors, nv.nvmlDeviceGetGpuMaxPcieLinkGeneration, h),
+                    "cur_width": self._q(errors, nv.nvmlDeviceGetCurrPcieLinkWidth, h),
+                    "max_width": self._q(errors, nv.nvmlDeviceGetMaxPcieLinkWidth, h),
+                    "under_load": under_load,
+                    "errors": errors,
+                }
+            )
+        return links
+
+    def health(self, pcie: list[Raw] | None = None) -> list[Raw]:
+        nv = self.nv
+        pcie = pcie if pcie is not None else self.pcie(under_load=False)
+        devices = []
+        for i, h in enumerate(self.handles):
+            errors: list[str] = list(pcie[i].pop("errors", []))
+            pci = self._q(errors, nv.nvmlDeviceGetPciInfo, h)
+            unc = nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+            ecc = {
+                "volatile_uncorrected": self._q(
+                    errors, nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_VOLATILE_ECC
+                ),
+                "aggregate_uncorrected": self._q(
+                    errors, nv.nvmlDeviceGetTotalEccErrors, h, unc, nv.NVML_AGGREGATE_ECC
+                ),
+            }
+            rows = self._q(errors, nv.nvmlDeviceGetRemappedRows, h)
+            remapped = None
+            retired = None
+            if rows is not None:
+                corr, uncorr, pending, failure = rows
+                remapped = {
+                    "correctable": corr,
+                    "uncorrectable": uncorr,
+                    "pending": bool(pending),
+                    "failure": bool(failure),
+                }
+            else:  # before Ampere: dynamic page retirement instead of row remapping
+                status = self._q(errors, nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
+                retired = None if status is None else bool(status)
+            devices.append(
+                {
+                    "index": i,
+                    "bus_id": _text(pci.busId) if pci is not None else "",
+                    "ecc": ecc,
+                    "remapped_rows": remapped,
+                    "retired_pages_pending": retired,
+                    "pcie": pcie[i],
+                    "nvlink": self._nvlink(h, errors),
+                    "temp_c": self._q(errors, nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+                    "slowdown_temp_c": self._q(
+                        errors,
+                        nv.nvmlDeviceGetTemperatureThreshold,
+                        h,
+                        nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+                    ),
+                    "nvml_errors": errors,
+                }
+            )
+        return devices
+
+    def _nvlink(self, h: Any, errors: list[str]) -> list[Raw] | None:
+        """State of each NVLink the device has; None when it has none (PCIe cards)."""
+        nv = self.nv
+        links = []
+        for link in range(int(nv.NVML_NVLINK_MAX_LINKS)):
+            try:
+                state = nv.nvmlDeviceGetNvLinkState(h, link)
+            except nv.NVMLError as exc:
+                # Links past the last one the part has answer "not supported" / "invalid argument".
+                if getattr(exc, "value", None) in (
+                    nv.NVML_ERROR_NOT_SUPPORTED,
+                    nv.NVML_ERROR_INVALID_ARGUMENT,
+                ):
+                    continue
+                errors.append(f"nvmlDeviceGetNvLinkState({link}): {exc}")
+                continue
+            links.append({"link": link, "up": state == nv.NVML_FEATURE_ENABLED})
+        return links or None
+
+    # ---------------------------------------------------------------- telemetry
+
+    def sample(self) -> list[Raw]:
+        """One telemetry sample per device (stress and efficiency call this on a timer)."""
+        nv = self.nv
+        out = []
+        for h in self.handles:
+            errors: list[str] = []
+            reasons_fn = (
+                getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
+            power = self._q(errors, nv.nvmlDeviceGetPowerUsage, h)
+            energy = self._q(errors, nv.nvmlDeviceGetTotalEnergyConsumption, h)
+            out.append(
+                {
+                    "clock_mhz": self._q(errors, nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_SM),
+                    "max_clock_mhz": self._q(errors, nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
+                    "temp_c": self._q(errors, nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
+                    "power_w": None if power is None else power / 1000,
+                    "energy_j": None if energy is None else energy / 1000,
+                    "throttle_mask": self._q(errors, reasons_fn, h),
+                    "pcie_gen": self._q(errors, nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                    "nvml_errors": errors,
+                }
+            )
+        return out

@@ -1,0 +1,122 @@
+"""The check registry: checks register themselves with a decorator; levels pick from it.
+
+A check is a class with a name, the levels it runs at (with the timeout enforced at each level),
+`applies_to(sku)` (a skip reason, or None), `collect()` (side effects, through the backend) and a
+pure `parse()`. The product checks live in `validation.burnin.checks` and register into `REGISTRY`; tests
+build their own `Registry` so test-only checks never reach the product.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from fleet.catalog import Sku
+from fleet.results import LEVELS, Level
+from validation.burnin.context import CheckContext
+from validation.burnin.outcome import CheckOutcome
+
+if TYPE_CHECKING:
+    from validation.burnin.backends.base import Backend
+
+Raw = dict[str, Any]
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+
+
+class Check(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    # Position in a run: cheap, decisive checks first so a broken node fails fast.
+    order: ClassVar[int] = 100
+    # Levels this check runs at, with the timeout (seconds) enforced from outside at each.
+    timeouts: ClassVar[Mapping[Level, float]]
+    # Measurement parameters per level (durations, sizes); ctx.options overrides them.
+    level_params: ClassVar[Mapping[Level, Mapping[str, Any]]] = {}
+
+    def applies_to(self, sku: Sku) -> str | None:
+        """None when the check applies to this SKU, else why it is skipped."""
+        return None
+
+    def params(self, ctx: CheckContext) -> dict[str, Any]:
+        merged = dict(self.level_params.get(ctx.level, {}))
+        merged.update(ctx.options.get(self.name, {}))
+        return merged
+
+    @abstractmethod
+    def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
+        """Measure. All side effects go through `backend`; the result is JSON-serialisable."""
+
+    @abstractmethod
+    def parse(self, raw: Raw, ctx: CheckContext) -> CheckOutcome:
+        """Pure: turn what collect() returned into metrics, findings and a status."""
+
+
+C = TypeVar("C", bound=type[Check])
+
+
+class UnknownCheckError(KeyError):
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(name)
+        self.name = name
+        self.known = known
+
+    def __str__(self) -> str:
+        return f"unknown check {self.name!r}; known: {', '.join(self.known)}"
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._checks: dict[str, Check] = {}
+
+    def register(self, cls: C) -> C:
+        name = getattr(cls, "name", "")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError(f"{cls.__qualname__}: check name {name!r} must match {_NAME.pattern}")
+        if name in self._checks:
+            raise ValueError(f"check {name!r} is registered twice")
+        timeouts = getattr(cls, "timeouts", None)
+        if not timeouts or set(timeouts) - set(LEVELS) or min(timeouts.values()) <= 0:
+            raise ValueError(f"check {name!r}: timeouts must map levels {LEVELS} to positive seconds")
+        self._checks[name] = cls()
+        return cls
+
+    def get(self, name: str) -> Check:
+        try:
+            return self._checks[name]
+        except KeyError:
+            raise UnknownCheckError(name, self.names()) from None
+
+    def names(self) -> list[str]:
+        return [c.name for c in self._ordered()]
+
+    def for_level(self, level: Level) -> list[Check]:
+        return [c for c in self._ordered() if level in c.timeouts]
+
+    def _ordered(self) -> list[Check]:
+        return sorted(self._checks.values(), key=lambda c: (c.order, c.name))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._checks
+
+
+REGISTRY = Registry()
+PRODUCT_REGISTRY = "validation.burnin.checks:REGISTRY"
+
+
+def register(cls: C) -> C:
+    """Class decorator: add a product check to the product registry."""
+    return REGISTRY.register(cls)
+
+
+def load_registry(ref: str) -> Registry:
+    """Import `module:attribute` and return the Registry it names (the worker's way in)."""
+    module_name, sep, attr = ref.partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"registry reference {ref!r} is not 'module:attribute'")
+    found = getattr(importlib.import_module(module_name), attr, None)
+    if not isinstance(found, Registry):
+        raise ValueError(f"{ref} is not a validation.burnin.registry.Registry")
+    return found
