@@ -12,3 +12,6 @@ CANT_CREATE = 73  # EX_CANTCREAT: an output cannot be created (read-only folder,
 IO_ERROR = 74  # EX_IOERR: writing an output failed part way (disk full, I/O error)
 ACTION_FAILED = 75  # EX_TEMPFAIL: gate --act: an action on a rejected node failed; retry or act by hand
 INTERRUPTED = 130
+
+# A verdict (burn-in summary or gate outcome) -> its exit code.
+VERDICT = {"ok": OK, "rejected": REJECTED, "incomplete": INCOMPLETE}

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
-from fleet.results import LEVELS, CheckRecord, Level
+from fleet.results import CheckRecord
 from fleet.spec import FleetSpec
 from fleetforge import exitcodes
 from fleetforge.console import (
@@ -39,8 +39,7 @@ from fleetforge.console import (
     out,
     verbosity,
 )
-
-_VERDICT_CODE = {"ok": exitcodes.OK, "rejected": exitcodes.REJECTED, "incomplete": exitcodes.INCOMPLETE}
+from fleetforge.gating import LEVEL_HELP, parse_level
 
 
 def burnin(
@@ -53,9 +52,7 @@ def burnin(
     ] = "auto",
     level: Annotated[
         str | None,
-        typer.Option(
-            metavar="LEVEL", help="quick | standard | extended (default: the spec's level, else standard)."
-        ),
+        typer.Option(metavar="LEVEL", help=LEVEL_HELP),
     ] = None,
     out_dir: Annotated[
         Path, typer.Option("--out", metavar="DIR", help="Folder for <node>.jsonl and raw outputs.")
@@ -108,7 +105,7 @@ def burnin(
 
     level_of_detail = verbosity(quiet, verbose)
     fleet = load_spec_or_exit(spec) if spec is not None else None
-    chosen_level = _level(level, fleet)
+    chosen_level = parse_level(level, fleet)
     try:
         target = _sku(sku, fleet, detect_sku)
     except AcceleratorUnreadable as exc:
@@ -185,7 +182,7 @@ def burnin(
     out.print(line)
     for name in summary.missing:
         err.print(Text(f"{printable(name)}: no record (the run stopped before it)", style="magenta"))
-    raise typer.Exit(_VERDICT_CODE[summary.verdict])
+    raise typer.Exit(exitcodes.VERDICT[summary.verdict])
 
 
 class _QuietProgress:
@@ -242,15 +239,6 @@ class _VerboseProgress:
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
-
-
-def _level(level: str | None, fleet: FleetSpec | None) -> Level:
-    if level is None:
-        return fleet.validation.level if fleet else "standard"
-    for known in LEVELS:
-        if level == known:
-            return known
-    fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
 
 
 def _sku(name: str, fleet: FleetSpec | None, detect: Callable[[], Sku]) -> Sku:

@@ -23,15 +23,7 @@ import typer
 import yaml
 from rich.text import Text
 
-from fleet.results import LEVELS
 from fleetforge import exitcodes, install
-from fleetforge.commands.gate import (
-    EXIT,
-    check_outputs,
-    choose_sku,
-    print_verdict,
-    write_reports,
-)
 from fleetforge.console import (
     QUIET,
     VERBOSE_HELP,
@@ -41,6 +33,22 @@ from fleetforge.console import (
     out,
     print_json,
     verbosity,
+)
+from fleetforge.gating import (
+    LEVEL_HELP,
+    HtmlOption,
+    InventoryOutOption,
+    JsonOption,
+    JunitOption,
+    MinFleetOption,
+    PromOption,
+    StrictOption,
+    choose_sku,
+    parse_level,
+    print_verdict,
+    report_outputs,
+    verdict_exit,
+    write_reports,
 )
 
 if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
@@ -63,9 +71,7 @@ def burnin(
     ],
     level: Annotated[
         str | None,
-        typer.Option(
-            metavar="LEVEL", help="quick | standard | extended (default: the spec's, else standard)."
-        ),
+        typer.Option(metavar="LEVEL", help=LEVEL_HELP),
     ] = None,
     sku: Annotated[
         str,
@@ -137,38 +143,13 @@ def burnin(
             help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
         ),
     ] = None,
-    as_json: Annotated[
-        bool,
-        typer.Option("--json", help="Print the gate's decision and the run summary as one JSON document."),
-    ] = False,
-    junit: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="Write JUnit XML: a testcase per host x check.")
-    ] = None,
-    html: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE", help="Write an HTML page with a plot per metric (needs the `report` extra)."
-        ),
-    ] = None,
-    prom: Annotated[Path | None, typer.Option(metavar="FILE", help="Write Prometheus text format.")] = None,
-    inventory_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--inventory-out", metavar="FILE", help="Write the accepted hosts as an Ansible inventory (YAML)."
-        ),
-    ] = None,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Any rejected host fails, even when spares cover it.")
-    ] = False,
-    min_fleet: Annotated[
-        int,
-        typer.Option(
-            "--min-fleet",
-            metavar="N",
-            min=1,
-            help="Fewest hosts for fleet statistics; below, absolute rules only.",
-        ),
-    ] = 3,
+    as_json: JsonOption = False,
+    junit: JunitOption = None,
+    html: HtmlOption = None,
+    prom: PromOption = None,
+    inventory_out: InventoryOutOption = None,
+    strict: StrictOption = False,
+    min_fleet: MinFleetOption = 3,
     quiet: Annotated[
         bool,
         typer.Option("--quiet", "-q", help="Print only the verdict (and errors), not each host's progress."),
@@ -177,17 +158,9 @@ def burnin(
 ) -> None:
     """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
     detail = verbosity(quiet, verbose)
-    outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
-    check_outputs(outputs)
-    if html is not None:
-        from validation.reports.html import MissingExtraError, require_matplotlib
-
-        try:
-            require_matplotlib()
-        except MissingExtraError as exc:
-            fail(str(exc), exitcodes.UNAVAILABLE)
-    if level is not None and level not in LEVELS:
-        fail(f"--level {level!r}; allowed: {', '.join(LEVELS)}", exitcodes.USAGE)
+    outputs = report_outputs(junit, html, prom, inventory_out)
+    if level is not None:
+        parse_level(level, None)
     if not inventory.exists():
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
     if wheelhouse is not None and not wheelhouse.is_dir():
@@ -238,7 +211,7 @@ def burnin(
         if detail > QUIET:
             _print_run(run)
         print_verdict(result, strict, detail)
-    raise typer.Exit(EXIT[result.outcome(strict)])
+    raise verdict_exit(result, strict)
 
 
 def _judge(

@@ -40,7 +40,7 @@ from validation.actions.model import (
     Call,
     CallOutcome,
     InventoryFileError,
-    MissingExtraError,
+    MissingSdkError,
     NodeIdentifierError,
     NodeIds,
     PlannedStep,
@@ -76,7 +76,7 @@ class ActionOptions:
 
 def build_actions(names: Sequence[str], options: ActionOptions | None = None) -> list[Action]:
     """The actions named, in the order given (duplicates dropped). Raises UnknownActionError,
-    ActionConfigError or MissingExtraError before anything is done."""
+    ActionConfigError or MissingSdkError before anything is done."""
     opts = options or ActionOptions()
     unknown = [n for n in names if n not in ACTIONS]
     if unknown:
@@ -195,7 +195,7 @@ __all__ = [
     "InventoryFileError",
     "InventoryGroup",
     "KubernetesTaint",
-    "MissingExtraError",
+    "MissingSdkError",
     "NodeIdentifierError",
     "NodeIds",
     "PlannedStep",

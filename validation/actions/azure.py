@@ -25,7 +25,7 @@ from validation.actions.model import (
     ActionConfigError,
     Call,
     CallOutcome,
-    MissingExtraError,
+    MissingSdkError,
     PlannedStep,
     RejectedNode,
     StepFailed,
@@ -58,7 +58,7 @@ class AzureReplace(Action):
         super().check_available()
         # The default client also needs the credential chain.
         if self._factory is None and importlib.util.find_spec("azure.identity") is None:
-            raise MissingExtraError(self.name, "azure.identity", self.extra)
+            raise MissingSdkError(self.name, "azure.identity", self.extra)
 
     def _plan_node(self, node: RejectedNode) -> PlannedStep:
         ids = node.ids

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from validation.actions.model import (
     CallOutcome,
-    MissingExtraError,
+    MissingSdkError,
     NodeIdentifierError,
     PlannedStep,
     RejectedNode,
@@ -77,7 +77,7 @@ class Action(ABC):
     needs: ClassVar[tuple[str, ...]] = ()
 
     def check_available(self) -> None:
-        """Raise MissingExtraError if the SDK is absent (a cheap lookup: nothing is imported)."""
+        """Raise MissingSdkError if the SDK is absent (a cheap lookup: nothing is imported)."""
         if self.sdk_module is None:
             return
         try:
@@ -85,7 +85,7 @@ class Action(ABC):
         except ModuleNotFoundError:  # a missing parent package of a dotted name
             found = False
         if not found:
-            raise MissingExtraError(self.name, self.sdk_module, self.extra)
+            raise MissingSdkError(self.name, self.sdk_module, self.extra)
 
     def node_problems(self, node: RejectedNode) -> list[tuple[str, str, str]]:
         return [p for var in self.needs if (p := id_problem(node, var)) is not None]

@@ -202,7 +202,7 @@ class InventoryFileError(ActionError):
         super().__init__(f"{path}: {problem}")
 
 
-class MissingExtraError(ActionError):
+class MissingSdkError(ActionError):
     """The SDK an action needs is not installed; the message names the extra that brings it."""
 
     exit_name = "UNAVAILABLE"

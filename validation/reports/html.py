@@ -45,7 +45,7 @@ _INPUTS_NAMED_UP_TO = 4  # input files named one by one in the provenance line
 OK, BAD, MUTED, MEDIAN, LIMIT, OUTLIER = "#2b6cb0", "#c53030", "#a0aec0", "#2f855a", "#c53030", "#dd6b20"
 
 
-class MissingExtraError(RuntimeError):
+class MissingPlotLibraryError(RuntimeError):
     """matplotlib is not installed."""
 
 
@@ -69,7 +69,7 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise MissingExtraError(
+        raise MissingPlotLibraryError(
             f"--html needs matplotlib, which is not installed; install the `{EXTRA}` extra: "
             f"pip install 'fleetforge[{EXTRA}]'"
         ) from None

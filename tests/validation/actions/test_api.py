@@ -22,7 +22,7 @@ from validation.actions import (
     ActionOptions,
     InventoryFileError,
     KubernetesTaint,
-    MissingExtraError,
+    MissingSdkError,
     NodeIdentifierError,
     NodeIds,
     SlurmDrain,
@@ -86,7 +86,7 @@ def test_a_missing_sdk_names_the_extra_and_maps_to_69(name: str, module: str) ->
     def find_spec(fullname: str, *args: Any) -> Any:
         return None if fullname == module else real(fullname, *args)
 
-    with mock.patch("importlib.util.find_spec", find_spec), pytest.raises(MissingExtraError) as err:
+    with mock.patch("importlib.util.find_spec", find_spec), pytest.raises(MissingSdkError) as err:
         build_actions([name])
     assert f"action {name!r} needs" in str(err.value) and "pip install 'fleetforge[cloud]'" in str(err.value)
     assert getattr(exitcodes, err.value.exit_name) == exitcodes.UNAVAILABLE == 69
