@@ -1,4 +1,4 @@
-"""Fleet-run wall time for 1, 2 and 4 hosts, measured in one run (issue 5's target: 4 hosts within
+"""Fleet-run wall time for 1, 2 and 4 hosts, measured in one run (the target: 4 hosts within
 1.5x one host).
 
     sudo .venv/bin/python benchmarks/fleet_run.py [--repeat N] [--level quick]

@@ -16,7 +16,6 @@ from pydantic import AfterValidator, BeforeValidator, Field, Strict
 
 # Counts and sizes: a real integer or number, never a bool, a string or NaN/infinity.
 StrictCount = Annotated[int, Strict(), Field(gt=0)]
-StrictNonNegative = Annotated[int, Strict(), Field(ge=0)]
 # Nodes in one fleet: the largest GPU clusters built are ~100,000 GPUs (12,500 8-GPU nodes); a
 # number far beyond that is a typo or an attack on whatever sizes itself by it.
 MAX_NODES = 100_000

@@ -63,7 +63,3 @@ METRICS: dict[str, Metric] = dict(
         _m("nvlink_down_links", "count", False, "NVLink links not up"),
     ]
 )
-
-
-def is_known(name: str) -> bool:
-    return name in METRICS

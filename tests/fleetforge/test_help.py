@@ -1,5 +1,5 @@
 """Help reads like a Unix tool's at 80 columns, the catalog never cuts a SKU, NO_COLOR means no
-escape sequences (issue 17)."""
+escape sequences."""
 
 from __future__ import annotations
 

@@ -128,11 +128,3 @@ def judge(
         reason=reason,
         versions=dict(versions or {}),
     )
-
-
-def slowest(values: Iterable[float], higher_is_better: bool = True) -> float:
-    """The per-device value that stands for the node: the worst device."""
-    vals = list(values)
-    if not vals:
-        raise ValueError("no per-device values")
-    return min(vals) if higher_is_better else max(vals)

@@ -1,4 +1,4 @@
-"""The HTML report read at fleet scale (issue 17): what heads the page, where the rejects are,
+"""The HTML report read at fleet scale: what heads the page, where the rejects are,
 numbers on the plots that never overlap, integer axes for counts, skipped checks and their reasons."""
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from validation.burnin.backends.base import Raw, Unsupported
 from validation.burnin.parsers.kernlog import RELEVANT
@@ -299,8 +298,3 @@ class HostProbe:
 
     def storage(self, path: Path, nbytes: int, block: int) -> Raw:
         return storage_io.measure(path, nbytes, block, run=self.run)
-
-
-def describe_versions(raw: dict[str, Any]) -> dict[str, str]:
-    """Keep only string values (the record's `versions` is name -> string)."""
-    return {k: str(v) for k, v in raw.items() if v not in (None, "")}
