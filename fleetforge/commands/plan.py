@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,14 @@ def plan(
             help='Print {"resources": [...], "outputs": {...}, "placeholders": [...], "violations": [...]}.',
         ),
     ] = False,
+    as_markdown: Annotated[
+        bool,
+        typer.Option(
+            "--markdown",
+            help="Print a markdown summary (resources by type, policy verdicts, violations) "
+            "for a pull-request comment or a CI job summary.",
+        ),
+    ] = False,
 ) -> None:
     """Run the stack program under Pulumi's mocks (no cloud, no Pulumi CLI) and show what it creates.
 
@@ -32,6 +41,8 @@ def plan(
     # Imported here so `fleetforge --help` never loads the planner.
     from fleetforge.plan import PulumiUnavailableError, plan_file
 
+    if as_json and as_markdown:
+        fail("--json and --markdown are two formats of one output: choose one", exitcodes.USAGE)
     try:
         result = plan_file(spec)
     except SpecError as exc:
@@ -44,6 +55,12 @@ def plan(
     resources = result.resources
     if as_json:
         print_json(result.as_json())
+    elif as_markdown:
+        from fleetforge.plan_markdown import render_markdown
+
+        # Plain stdout, not rich: the text is redirected to a file and rendered by the forge.
+        sys.stdout.write(render_markdown(result, str(spec), _summary(result.outputs)))
+        sys.stdout.flush()
     else:
         table = Table(title=f"fleetforge plan: {spec}")
         for column in ("#", "type", "name"):
@@ -66,7 +83,7 @@ def plan(
             err.print(Text(f"policy violation {v}", style="red"))
         err.print(Text(f"{len(result.violations)} policy violation(s); `pulumi up` would be refused"))
         raise typer.Exit(exitcodes.REJECTED)
-    if not as_json:
+    if not (as_json or as_markdown):
         out.print(Text(f"{len(resources)} resources, no policy violations"))
 
 
