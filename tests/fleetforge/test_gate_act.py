@@ -14,9 +14,9 @@ import yaml
 from fleet import ansible_yaml
 from fleetforge import exitcodes
 from fleetforge.cli import main
-from tests.hostile.ansible_check import ansible_hostvars
 from tests.hostile.conftest import Canary
-from tests.validation.gate.fixtures import check_record, fleet, write
+from tests.hostile.helpers import ansible_hostvars
+from tests.validation.gate.helpers import check_record, fleet, write
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

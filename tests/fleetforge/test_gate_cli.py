@@ -11,7 +11,7 @@ import yaml
 
 from fleetforge import exitcodes
 from fleetforge.cli import main
-from tests.validation.gate.fixtures import fleet, node_records, onprem_spec_mapping, spec_mapping, write
+from tests.validation.gate.helpers import fleet, node_records, onprem_spec_mapping, spec_mapping, write
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:

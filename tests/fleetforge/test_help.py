@@ -19,7 +19,7 @@ from rich.console import Console
 from fleet.catalog import all_skus
 from fleetforge.cli import app, main, unix_metavars
 from fleetforge.commands.catalog import catalog_table
-from tests.validation.gate.fixtures import fleet, spec_mapping, write
+from tests.validation.gate.helpers import fleet, spec_mapping, write
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:

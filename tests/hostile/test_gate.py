@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from fleet.results import read_results
 from fleetforge import exitcodes
 from tests.hostile.conftest import Canary, tree
-from tests.validation.gate.fixtures import CHECKS, fleet, write
+from tests.validation.gate.helpers import CHECKS, fleet, write
 from validation.gate import decide
 
 Cli = Callable[..., Any]

@@ -18,9 +18,9 @@ import yaml
 from fleet import ansible_yaml
 from fleetforge import exitcodes
 from tests.conftest import EXAMPLES
-from tests.hostile.ansible_check import ansible_hostvars, ansible_list
 from tests.hostile.conftest import Canary, tree
-from tests.validation.gate.fixtures import check_record, fleet, write
+from tests.hostile.helpers import ansible_hostvars, ansible_list
+from tests.validation.gate.helpers import check_record, fleet, write
 
 # --------------------------------------------------------------------------- fleetforge inventory SPEC
 

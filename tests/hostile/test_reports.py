@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleetforge import exitcodes
-from tests.hostile.ansible_check import ansible_hostvars, ansible_list
 from tests.hostile.conftest import Canary, tree
-from tests.validation.gate.fixtures import check_record, fleet, write
+from tests.hostile.helpers import ansible_hostvars, ansible_list
+from tests.validation.gate.helpers import check_record, fleet, write
 from validation.reports import html as html_report
 
 REPORTS = {"--junit": "gate.xml", "--prom": "gate.prom", "--html": "gate.html", "--inventory-out": "ok.yml"}

@@ -19,8 +19,8 @@ from fleetforge import exitcodes
 from fleetforge.cli import main
 from stacks.ansible_inventory import GROUPS, InventoryConfigError, from_spec, from_stack_outputs, render
 from tests.conftest import EXAMPLES
-from tests.hostile.ansible_check import ansible_hostvars, plain
 from tests.hostile.conftest import Canary
+from tests.hostile.helpers import ansible_hostvars, plain
 from validation.actions.gcp import GcpRecreate
 from validation.actions.hostvars import ids_from_hostvars
 from validation.actions.model import RejectedNode

@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from fleet import ansible_yaml
-from tests.hostile.ansible_check import ansible_hostvars, plain
 from tests.hostile.conftest import Canary
+from tests.hostile.helpers import ansible_hostvars, plain
 from tests.validation.actions.fakes import node
 from validation.actions import ActionConfigError, InventoryGroup, load_inventory_hostvars, run_actions
 

@@ -4,7 +4,7 @@ task is a reject with that reason, never a silent omission, and the fleet verdic
 from __future__ import annotations
 
 from fleet.spec import spec_from_mapping
-from tests.validation.gate.fixtures import as_files, fleet, spec_mapping
+from tests.validation.gate.helpers import as_files, fleet, spec_mapping
 from validation.fleetrun.events import HostRun, TaskFailure
 from validation.gate import FleetPlan, GateSettings, decide
 from validation.reports.junit import render_junit

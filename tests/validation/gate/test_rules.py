@@ -9,7 +9,7 @@ import pytest
 
 from fleet.results import read_results
 from fleet.spec import spec_from_mapping
-from tests.validation.gate.fixtures import (
+from tests.validation.gate.helpers import (
     HEALTHY,
     SKU,
     VERSIONS,
@@ -254,7 +254,7 @@ def test_fleet_verdict_spares_fill_in_and_the_slowest_are_spares() -> None:
 
 
 def test_spec_hosts_without_results_are_rejected_not_omitted() -> None:
-    from tests.validation.gate.fixtures import onprem_spec_mapping
+    from tests.validation.gate.helpers import onprem_spec_mapping
 
     spec = spec_from_mapping(onprem_spec_mapping(["node1", "node2", "node3", "node4"], nodes=3, spares=1))
     recs = {n: node_records(n, random.Random(n), sku="hgx-h100-8") for n in ("node1", "node2", "node3")}

@@ -11,7 +11,7 @@ from fleet.catalog import get_sku
 from fleet.metrics import METRICS
 from fleet.results import CheckRecord, Record, RunRecord, read_results
 from fleet.spec import Host
-from tests.validation.gate.fixtures import (
+from tests.validation.gate.helpers import (
     CHECKS,
     STARTED,
     as_files,

@@ -9,7 +9,7 @@ from itertools import combinations
 
 import pytest
 
-from tests.validation.gate.fixtures import as_files, check_record, fleet
+from tests.validation.gate.helpers import as_files, check_record, fleet
 from validation.gate import FleetPlan, GateResult, decide
 from validation.reports.html import Provenance, _number_lanes, render_html
 

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet import ansible_yaml
-from tests.hostile.ansible_check import ansible_hostvars, plain
 from tests.hostile.conftest import Canary
-from tests.validation.gate.fixtures import CHECKS, as_files, check_record, fleet, onprem_spec_mapping
+from tests.hostile.helpers import ansible_hostvars, plain
+from tests.validation.gate.helpers import CHECKS, as_files, check_record, fleet, onprem_spec_mapping
 from validation.gate import FleetPlan, GateResult, decide
 from validation.reports import encodable, write_text
 from validation.reports.accepted_inventory import render_inventory
