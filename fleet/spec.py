@@ -355,6 +355,9 @@ class Tags(_Strict):
 class ThresholdOverride(_Strict):
     fraction: StrictNumber | None = Field(default=None, gt=0, le=1.5)
     floor: StrictNumber | None = Field(default=None, ge=0)
+    # False for a figure that is not each node's own on this fleet (the throughput of a file system
+    # every node shares): only its floor applies, never the rule relative to the other nodes.
+    fleet_relative: Annotated[bool, Strict()] = True
 
 
 class ValidationSettings(_Strict):

@@ -132,6 +132,8 @@ def judge_measures(
                 note = f"measured on {col.size} node(s), fewer than {settings.min_fleet}: no outlier rule"
             elif med == 0 and spread == 0:
                 note = "median and MAD are 0: no scale for a relative rule"
+            elif not _fleet_relative(settings, metric):
+                note = f"floor only (validation.thresholds.{metric}.fleet_relative: false): no outlier rule"
             elif higher[j]:
                 threshold[j] = min(med - k * spread, med - margin * abs(med))
             else:
@@ -319,3 +321,8 @@ def _opt(x: float) -> float | None:
 
 def _bound(higher: bool, value: float) -> str:
     return f"{'>=' if higher else '<='} {value:.4g}"
+
+
+def _fleet_relative(settings: GateSettings, metric: str) -> bool:
+    override = settings.thresholds.get(metric)
+    return override is None or override.fleet_relative

@@ -119,9 +119,16 @@ class MetricStats:
     outlier_threshold: float | None  # None when the fleet-relative rule was not applied
     note: str | None
 
+    @property
+    def rules(self) -> tuple[str, ...]:
+        """How this metric was judged: its absolute limit, the fleet-relative rule, both or neither."""
+        bound = ("floor" if self.higher_is_better else "ceiling",) if self.limit is not None else ()
+        return bound + (("outlier",) if self.outlier_threshold is not None else ())
+
     def as_dict(self) -> dict[str, object]:
         higher = self.higher_is_better
         return {
+            "rules": list(self.rules),
             "unit": self.unit,
             "higher_is_better": higher,
             "n": self.n,

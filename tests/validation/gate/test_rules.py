@@ -329,3 +329,31 @@ def test_expected_nodes_without_results_are_rejected() -> None:
     assert rules_of(result, "node4") == [("missing", None, None)]
     assert "expected" in result.node("node4").reasons[0].message
     assert result.outcome() == "incomplete"
+
+
+def test_a_metric_marked_floor_only_is_held_to_its_floor_but_never_to_its_peers() -> None:
+    """A shared file system's throughput is not each node's own: a node below the others (here 70%
+    of them) is not an outlier when the spec marks the metric `fleet_relative: false`, but a node
+    below the floor is still rejected, and the stats say how each metric was judged."""
+    records = fleet(8, node3={"scale": {"mem_copy_gbps": 0.9}}, node5={"scale": {"mem_copy_gbps": 0.7}})
+    relative = decide(as_files(records))
+    assert set(rejected(relative)) == {"node3", "node5"}
+    assert relative.stats["mem_copy_gbps"].rules == ("floor", "outlier")
+
+    marked = spec_from_mapping(spec_mapping(8, thresholds={"mem_copy_gbps": {"fleet_relative": False}}))
+    result = decide(as_files(records), settings=GateSettings.from_spec(marked))
+    stats = result.stats["mem_copy_gbps"]
+    assert stats.rules == ("floor",) and stats.outlier_threshold is None
+    assert "fleet_relative: false" in (stats.note or "")
+    assert result.stats["gemm_bf16_tflops"].rules == ("floor", "outlier")
+    # node3 (0.9 x 2950 = 2655) clears the floor of 2512.5; node5 (0.7 x 2950) does not.
+    assert rejected(result) == ["node5"]
+    assert rules_of(result, "node5") == [("floor", "memory", "mem_copy_gbps")]
+    assert result.stats["mem_copy_gbps"].as_dict()["rules"] == ["floor"]
+
+
+def test_fleet_relative_must_be_a_boolean() -> None:
+    from fleet.spec import SpecError
+
+    with pytest.raises(SpecError, match="fleet_relative"):
+        spec_from_mapping(spec_mapping(8, thresholds={"mem_copy_gbps": {"fleet_relative": "no"}}))
