@@ -143,6 +143,16 @@ def burnin(
             help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
         ),
     ] = None,
+    limit: Annotated[
+        str | None,
+        typer.Option(
+            "--limit",
+            "--hosts",
+            metavar="HOST,...",
+            help="Rerun only these inventory hosts (e.g. the suspects) into the same --out: their new "
+            "results replace theirs, the others' stay, and the gate judges the whole inventory.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     junit: JunitOption = None,
     html: HtmlOption = None,
@@ -188,6 +198,7 @@ def burnin(
         collectives=collectives,
         collectives_timeout_s=collectives_timeout,
         extravars=extravars,
+        limit=_parse_limit(limit),
     )
     try:
         run = run_fleet(
@@ -233,6 +244,15 @@ def _judge(
         )
     except GateInputError as exc:
         fail(f"gate: {exc} (results in {run.results_dir})", exitcodes.DATA)
+
+
+def _parse_limit(value: str | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in value.split(",")))
+    if not names or any(not n for n in names):
+        fail(f"--limit: {value!r} is not a comma-separated list of inventory host names", exitcodes.USAGE)
+    return names
 
 
 def _parse_vars(items: list[str]) -> dict[str, object]:

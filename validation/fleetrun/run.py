@@ -78,6 +78,9 @@ class FleetRunOptions:
     collectives_timeout_s: int = 300
     extravars: Mapping[str, object] = field(default_factory=dict)  # role variables, override all above
     cache_dir: Path = field(default_factory=default_cache)
+    # Rerun only these hosts (the suspects of an earlier run into the same out_dir); the other
+    # hosts' results stay and the gate judges the whole inventory on the merged set.
+    limit: tuple[str, ...] = ()
     source: Path | None = None  # the fleetforge source tree the node wheel is built from
     ansible_root: Path | None = None  # the folder holding playbooks/burnin.yml and roles/
 
@@ -94,6 +97,7 @@ class FleetRun:
     bundle: Bundle | None
     artifacts: Path
     timings: dict[str, float]
+    limited_to: tuple[str, ...] = ()  # the hosts this run burned in, when it reran a subset
 
     def reasons(self) -> dict[str, list[Reason]]:
         """Per host, what the run found outside the results: for the gate's `host_reasons`."""
@@ -124,6 +128,7 @@ class FleetRun:
                 "machine": self.bundle.machine,
             },
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
+            "limited_to": list(self.limited_to),
             "hosts": {h: r.as_dict() for h, r in self.hosts.items()},
         }
 
@@ -152,9 +157,10 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             "ansible-runner is not installed: install the onprem extra (pip install 'fleetforge[onprem]')"
         ) from None
     expected = list_hosts(opts.inventory)
+    ran = limited_hosts(expected, opts.limit)
     out = opts.out_dir.resolve()
     try:
-        results = _fresh_results_dir(out)
+        results = _rerun_results_dir(out, ran) if opts.limit else _fresh_results_dir(out)
     except OSError as exc:
         raise FleetRunError(f"--out {out}: cannot prepare it ({exc.strerror or exc})", "USAGE") from None
     t_bundle = time.perf_counter()
@@ -163,7 +169,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     extravars = role_vars(opts, bundle, results)
     private = out / "ansible"
     private.mkdir(parents=True, exist_ok=True)
-    say(f"burn-in on {len(expected)} host(s) through Ansible ({opts.forks} forks)")
+    say(f"burn-in on {len(ran)} host(s) through Ansible ({opts.forks} forks)")
     t_play = time.perf_counter()
     try:
         runner = _run_playbook(ansible_runner, opts, playbook, roles, binary, extravars, private, say)
@@ -171,7 +177,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
         raise FleetRunError(f"ansible-runner could not start the play: {exc}", "SOFTWARE") from None
     play_s = time.perf_counter() - t_play
     events = list(runner.events)
-    hosts = host_runs(events, runner.stats, expected)
+    hosts = host_runs(events, runner.stats, ran)
     problem = _run_problem(runner, events, run_time_limit(opts))
     fetched = sorted(results.glob("*.jsonl"))
     run = FleetRun(
@@ -190,6 +196,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             "burnin": phase_seconds(events, BURNIN_TASK),
             "total": time.perf_counter() - t0,
         },
+        limited_to=tuple(ran) if opts.limit else (),
     )
     write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
     return run
@@ -217,6 +224,7 @@ def _run_playbook(
         quiet=True,
         suppress_env_files=True,
         rotate_artifacts=5,
+        limit=",".join(opts.limit) or None,
         timeout=run_time_limit(opts),
         event_handler=_Progress(say),
     )
@@ -283,6 +291,33 @@ def run_time_limit(opts: FleetRunOptions) -> int:
     """The whole play's limit: a host that hangs past every task's own limit cannot hang the run."""
     collectives = opts.collectives_timeout_s + 180 if opts.collectives else 0
     return int(_OVERHEAD_S + opts.timeout_s + 60 + collectives)
+
+
+def limited_hosts(inventory_hosts: Sequence[str], limit: Sequence[str]) -> list[str]:
+    """The hosts a run burns in: all, or the named subset, each of which the inventory must list."""
+    if not limit:
+        return list(inventory_hosts)
+    unknown = [h for h in dict.fromkeys(limit) if h not in inventory_hosts]
+    if unknown:
+        raise FleetRunError(
+            f"--limit: {', '.join(unknown)} not in the inventory; allowed: {', '.join(inventory_hosts)}",
+            "USAGE",
+        )
+    return [h for h in inventory_hosts if h in limit]
+
+
+def _rerun_results_dir(out: Path, rerun: Sequence[str]) -> Path:
+    """The earlier run's results folder with the rerun hosts' files moved to results.prev/: their
+    new results replace them, and an old file is never judged as this run's."""
+    results = out / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    prev = out / "results.prev"
+    for host in rerun:
+        old = results / f"{host}.jsonl"
+        if old.exists() or old.is_symlink():
+            prev.mkdir(exist_ok=True)
+            old.replace(prev / old.name)
+    return results
 
 
 def _fresh_results_dir(out: Path) -> Path:

@@ -26,9 +26,11 @@ from validation.fleetrun.run import (
     FleetRunError,
     FleetRunOptions,
     _fresh_results_dir,
+    _rerun_results_dir,
     _Progress,
     _run_problem,
     playbook_paths,
+    limited_hosts,
     role_vars,
     run_time_limit,
 )
@@ -95,6 +97,25 @@ def test_results_of_an_earlier_run_are_moved_aside_never_judged_again(tmp_path: 
     assert (tmp_path / "results.prev" / "h0.jsonl").read_text() == "old\n"
     _fresh_results_dir(tmp_path)  # an empty folder stays; the .prev of the run before is kept
     assert (tmp_path / "results.prev" / "h0.jsonl").exists()
+
+
+def test_a_rerun_replaces_only_the_named_hosts_results(tmp_path: Path) -> None:
+    results = _fresh_results_dir(tmp_path)
+    for host in ("h0", "h1", "h2"):
+        (results / f"{host}.jsonl").write_text(f"{host} first run\n")
+    again = _rerun_results_dir(tmp_path, ["h1"])
+    assert again == results
+    assert sorted(p.name for p in results.iterdir()) == ["h0.jsonl", "h2.jsonl"]
+    assert (tmp_path / "results.prev" / "h1.jsonl").read_text() == "h1 first run\n"
+    assert (results / "h0.jsonl").read_text() == "h0 first run\n"
+
+
+def test_a_limit_names_inventory_hosts_only() -> None:
+    hosts = ["h0", "h1", "h2"]
+    assert limited_hosts(hosts, ()) == hosts
+    assert limited_hosts(hosts, ("h2", "h0", "h2")) == ["h0", "h2"]  # inventory order, once each
+    with pytest.raises(FleetRunError, match="--limit: h9 not in the inventory; allowed: h0, h1, h2"):
+        limited_hosts(hosts, ("h1", "h9"))
 
 
 def _runner(status: str, rc: int, stdout: str = "") -> Any:
