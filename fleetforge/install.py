@@ -18,7 +18,8 @@ def source_root() -> Path | None:
 
 
 def ansible_root() -> Path | None:
-    """The folder holding playbooks/ and roles/: the checkout's, else the copy inside the package."""
+    """The folder holding playbooks/ and roles/: the checkout's (an editable install runs from it),
+    else the copy a wheel carries inside the package (setup.py puts it at fleetforge/ansible/)."""
     for root in (source_root(), Path(fleetforge.__file__).resolve().parent / "ansible"):
         if root is not None and (root / "playbooks" / "burnin.yml").is_file() and (root / "roles").is_dir():
             return root

@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROJECT = "fleetforge"
-# Top-level files a wheel build needs besides the packages (pyproject names README.md as readme).
-_SOURCE_FILES = ("pyproject.toml", "README.md", "LICENSE", "setup.cfg")
+# Top-level files a wheel build needs besides the packages (pyproject names README.md as readme;
+# setup.py packs the Ansible folders into the wheel, which refuses to build without them).
+_SOURCE_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "setup.cfg")
+_ANSIBLE_FOLDERS = ("playbooks", "roles")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
 _PIP_TIMEOUT_S = 1800
 _ZIP_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
@@ -119,7 +121,8 @@ def _build_wheel(source: Path, work: Path, python: str, log: Callable[[str], Non
             if (source / name).is_file():
                 shutil.copy2(source / name, copy / name)
         for item in sorted(source.iterdir()):
-            if item.is_dir() and (item / "__init__.py").is_file() and not item.name.startswith("."):
+            wanted = (item / "__init__.py").is_file() or item.name in _ANSIBLE_FOLDERS
+            if item.is_dir() and wanted and not item.name.startswith("."):
                 shutil.copytree(item, copy / item.name, ignore=_SKIP)
         out = work / "wheel"
         if out.exists():
