@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -168,3 +170,389 @@ def test_requirements_name_the_collections_the_roles_use() -> None:
             used |= {".".join(k.split(".")[:2]) for k in task if k.count(".") >= 2}
     declared = {c["name"] for c in _yaml(ROOT / "playbooks/requirements.yml")["collections"]}
     assert used - {"ansible.builtin"} <= declared
+
+
+# ------------------------------------------------------------------ house rules for every role
+# Each rule is a function over a roles folder that returns its violations, so a probe can show on a
+# throwaway role that the rule catches what it is meant to catch.
+
+OS_FACT = re.compile(r"ansible_(os_family|distribution\w*)|ansible_facts\[['\"](os_family|distribution\w*)")
+# Where an OS fact may appear in a task: choosing which tasks or vars file run, and messages.
+OS_FACT_KEYS = {
+    "name",
+    "when",
+    "tags",
+    "ansible.builtin.assert",
+    "ansible.builtin.debug",
+    "ansible.builtin.fail",
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.import_tasks",
+}
+# Platforms the roles support (meta/main.yml): distribution, version, OS family.
+PLATFORMS = (
+    ("Ubuntu", "22.04", "Debian"),
+    ("Ubuntu", "24.04", "Debian"),
+    ("Debian", "12", "Debian"),
+    ("RedHat", "9.4", "RedHat"),
+    ("Rocky", "9.4", "RedHat"),
+    ("AlmaLinux", "9.4", "RedHat"),
+)
+FIRST_FOUND_ORDER = (
+    "{{ ansible_distribution }}-{{ ansible_distribution_version }}.yml",
+    "{{ ansible_distribution }}-{{ ansible_distribution_major_version }}.yml",
+    "{{ ansible_distribution }}.yml",
+    "{{ ansible_os_family }}.yml",
+    "main.yml",
+)
+
+
+def _role_dirs(roles: Path) -> list[Path]:
+    return sorted(p for p in roles.iterdir() if (p / "tasks" / "main.yml").exists())
+
+
+def _task_files(role: Path, sub: str = "tasks") -> dict[str, list[tuple[dict[str, Any], frozenset[str]]]]:
+    return {
+        f.name: role_readme.walk_tasks(yaml.safe_load(f.read_text()))
+        for f in sorted((role / sub).glob("*.yml"))
+    }
+
+
+def _words(value: Any) -> str:
+    return yaml.safe_dump(value, width=10_000)
+
+
+def os_fact_violations(roles: Path) -> list[str]:
+    """OS facts used as values in tasks, handlers or defaults: per-OS values belong in vars/<os>.yml."""
+    found = []
+    for role in _role_dirs(roles):
+        for sub in ("tasks", "handlers"):
+            for fname, tasks in _task_files(role, sub).items():
+                for task, _ in tasks:
+                    if role_readme.module_of(task) == "ansible.builtin.include_vars":
+                        continue  # the first_found lookup names the OS
+                    for key, value in task.items():
+                        if key in OS_FACT_KEYS or key in ("block", "rescue", "always"):
+                            continue
+                        hit = OS_FACT.search(_words(value))
+                        if hit:
+                            found.append(
+                                f"{role.name}/{sub}/{fname}: '{task.get('name')}' {key} reads {hit.group(0)}"
+                            )
+        defaults = role / "defaults" / "main.yml"
+        for name, value in (
+            (yaml.safe_load(defaults.read_text()) or {}) if defaults.exists() else {}
+        ).items():
+            hit = OS_FACT.search(_words(value))
+            if hit:
+                found.append(f"{role.name}/defaults/main.yml: {name} reads {hit.group(0)}")
+    return found
+
+
+def _vars_loader(role: Path) -> dict[str, Any] | None:
+    for task, _ in _task_files(role)["main.yml"]:
+        if role_readme.module_of(task) == "ansible.builtin.include_vars":
+            return task
+    return None
+
+
+def _resolve(role: Path, files: list[str], distribution: str, version: str, family: str) -> Path | None:
+    facts = {
+        "ansible_distribution": distribution,
+        "ansible_distribution_version": version,
+        "ansible_distribution_major_version": version.split(".")[0],
+        "ansible_os_family": family,
+    }
+    for pattern in files:
+        name = re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: facts[m.group(1)], pattern)
+        if (role / "vars" / name).exists():
+            return role / "vars" / name
+    return None
+
+
+def os_vars_violations(roles: Path) -> list[str]:
+    """Internal per-OS values: `__<role>_*` names in vars/<os>.yml, loaded by first_found for every platform."""
+    found = []
+    for role in _role_dirs(roles):
+        prefix = f"__{role.name}_"
+        text = "\n".join(
+            f.read_text()
+            for sub in ("tasks", "handlers", "templates")
+            for f in sorted((role / sub).glob("*"))
+        )
+        task_vars = {
+            n for tasks in _task_files(role).values() for task, _ in tasks for n in task.get("vars") or {}
+        }
+        used = set(re.findall(rf"\b{prefix}\w+", text)) - task_vars
+        vars_files = sorted((role / "vars").glob("*.yml"))
+        if not vars_files and not used:
+            continue
+        loader = _vars_loader(role)
+        if loader is None:
+            found.append(f"{role.name}: vars/ not loaded by include_vars in tasks/main.yml")
+            continue
+        source = _words(loader)
+        lookup = next((v for v in (loader.get("vars") or {}).values() if isinstance(v, dict)), {})
+        files = list(lookup.get("files") or [])
+        if "first_found" not in source or files != list(FIRST_FOUND_ORDER):
+            found.append(
+                f"{role.name}: include_vars must use first_found over {list(FIRST_FOUND_ORDER)}, got {files}"
+            )
+            continue
+        for f in vars_files:
+            names = set(yaml.safe_load(f.read_text()) or {})
+            for name in sorted(names):
+                if not name.startswith(prefix):
+                    found.append(f"{role.name}/vars/{f.name}: {name} is not named {prefix}*")
+                elif name not in used:
+                    found.append(f"{role.name}/vars/{f.name}: {name} is never used")
+        for distribution, version, family in PLATFORMS:
+            chosen = _resolve(role, files, distribution, version, family)
+            if chosen is None:
+                found.append(f"{role.name}: no vars file for {distribution} {version}")
+                continue
+            missing = used - set(yaml.safe_load(chosen.read_text()) or {})
+            if missing:
+                found.append(
+                    f"{role.name}/vars/{chosen.name} ({distribution} {version}) lacks {sorted(missing)}"
+                )
+    return found
+
+
+def _concerns(role: str, tags: frozenset[str]) -> set[str]:
+    return {t for t in tags if t.startswith(f"{role}:")}
+
+
+def _included(role: Path, target: str) -> list[Path]:
+    """Task files an include may name: OS facts in the name stand for each supported platform."""
+    names = set()
+    for distribution, _, family in PLATFORMS:
+        name = re.sub(r"\{\{\s*ansible_(facts\[['\"]os_family['\"]\]|os_family)\s*\}\}", family, target)
+        name = re.sub(
+            r"\{\{\s*ansible_(facts\[['\"]distribution['\"]\]|distribution)\s*\}\}", distribution, name
+        )
+        names |= {p.name for p in (role / "tasks").glob(re.sub(r"\{\{.*?\}\}", "*", name))}
+    return [role / "tasks" / n for n in sorted(names)]
+
+
+def tag_violations(roles: Path) -> list[str]:
+    """Every task tagged `<role>` and `<role>:<concern>`; a concern run alone reaches its tasks and their inputs."""
+    found = []
+    for role in _role_dirs(roles):
+        files = _task_files(role)
+        allowed = {role.name, "always"} | {f"{role.name}:{c}" for c in role_readme.CONCERNS}
+
+        concerns = functools.partial(_concerns, role.name)
+
+        produced: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for fname, tasks in files.items():
+            for task, tags in tasks:
+                where = f"{role.name}/tasks/{fname}: '{task.get('name')}'"
+                if role.name not in tags:
+                    found.append(f"{where} lacks the tag {role.name}")
+                if set(tags) - allowed:
+                    found.append(f"{where} has tags outside the scheme: {sorted(set(tags) - allowed)}")
+                if "block" not in task and not concerns(tags) and "always" not in tags:
+                    found.append(f"{where} has no {role.name}:<concern> tag")
+                module = role_readme.module_of(task)
+                if module == "ansible.builtin.include_tasks":
+                    arg = task[module]
+                    target = arg if isinstance(arg, str) else arg.get("file", "")
+                    for included in _included(role, target):
+                        need = set().union(*(concerns(t) for _, t in files[included.name]))
+                        if need - concerns(tags):
+                            found.append(
+                                f"{where} does not carry {sorted(need - concerns(tags))} of {included.name}"
+                            )
+                names = [task["register"]] if "register" in task else []
+                if module == "ansible.builtin.set_fact":
+                    names += [n for n in task[module] if n != "cacheable"]
+                for name in names:
+                    produced.setdefault(name, []).append((where, tags))
+        for fname, tasks in files.items():
+            for task, tags in tasks:
+                if "block" in task:
+                    continue
+                text = _words({k: v for k, v in task.items() if k != "register"})
+                for name, producers in produced.items():
+                    if not re.search(rf"\b{name}\b", text):
+                        continue
+                    for where, ptags in producers:
+                        gap = concerns(tags) - concerns(ptags)
+                        if gap and "always" not in ptags and not where.endswith(f"'{task.get('name')}'"):
+                            found.append(
+                                f"{role.name}/tasks/{fname}: '{task.get('name')}' reads {name} from {where}, "
+                                f"which {sorted(gap)} skips"
+                            )
+    return found
+
+
+def cross_role_register_violations(roles: Path) -> list[str]:
+    """A role reads another role's results only through facts that role sets, never its registered variables."""
+    registered: dict[str, str] = {}
+    for role in _role_dirs(roles):
+        for sub in ("tasks", "handlers"):
+            for tasks in _task_files(role, sub).values():
+                for task, _ in tasks:
+                    if "register" in task:
+                        registered[task["register"]] = role.name
+    found = []
+    for role in _role_dirs(roles):
+        for sub in ("tasks", "handlers", "templates", "defaults", "vars"):
+            for f in sorted((role / sub).glob("*")):
+                text = f.read_text()
+                for name, owner in registered.items():
+                    if owner != role.name and re.search(rf"\b{name}\b", text):
+                        found.append(f"{role.name}/{sub}/{f.name} reads {name}, registered by {owner}")
+    return found
+
+
+def foreign_fact_violations(roles: Path) -> list[str]:
+    """What a role reads of another role is that role's option or a fact it sets (listed in its README)."""
+    dirs = _role_dirs(roles)
+    owners = sorted((r.name for r in dirs), key=len, reverse=True)
+    options = {
+        r.name: set(_yaml(r / "meta/argument_specs.yml")["argument_specs"]["main"]["options"])
+        if (r / "meta/argument_specs.yml").exists()
+        else set()
+        for r in dirs
+    }
+    facts = {r.name: role_readme.set_facts(r) for r in dirs}
+    found = []
+    for role in dirs:
+        text = "\n".join(
+            f.read_text()
+            for sub in ("tasks", "handlers", "templates")
+            for f in sorted((role / sub).glob("*"))
+        )
+        for name in sorted(set(re.findall(r"(?<![\w.])[a-z][a-z0-9_]*", text))):
+            owner = next((o for o in owners if name.startswith(f"{o}_")), None)
+            if owner is None or owner == role.name or name in options[owner]:
+                continue
+            if name not in facts[owner]:
+                found.append(f"{role.name} reads {name}: neither an option nor a fact of {owner}")
+    return found
+
+
+RULES = (
+    os_fact_violations,
+    os_vars_violations,
+    tag_violations,
+    cross_role_register_violations,
+    foreign_fact_violations,
+)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
+def test_every_role_keeps_the_house_rules(rule: Any) -> None:
+    assert rule(ROLES) == []
+
+
+def _probe_roles(tmp_path: Path) -> Path:
+    """Two tiny roles that break every rule once."""
+
+    def write(path: str, data: Any) -> None:
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(data, sort_keys=False))
+
+    write("alpha/defaults/main.yml", {"alpha_pkg": "{{ 'a' if ansible_os_family == 'Debian' else 'b' }}"})
+    write(
+        "alpha/meta/argument_specs.yml",
+        {"argument_specs": {"main": {"options": {"alpha_pkg": {"type": "str", "description": "x"}}}}},
+    )
+    write(
+        "alpha/tasks/main.yml",
+        [
+            {
+                "name": "Install",
+                "ansible.builtin.package": {"name": "{{ ansible_distribution | lower }}"},
+                "register": "alpha_install",
+                "tags": ["alpha", "alpha:packages"],
+            },
+            {
+                "name": "Sideways",
+                "ansible.builtin.include_tasks": "other.yml",
+                "tags": ["alpha", "alpha:config"],
+            },
+            {"name": "Untagged", "ansible.builtin.debug": {"msg": "{{ __alpha_thing }}"}},
+            {
+                "name": "Scratch",
+                "ansible.builtin.set_fact": {"alpha_secret": 1},
+                "tags": ["alpha", "alpha:config"],
+            },
+        ],
+    )
+    write(
+        "alpha/tasks/other.yml",
+        [
+            {
+                "name": "Reads install",
+                "ansible.builtin.debug": {"msg": "{{ alpha_install }}"},
+                "tags": ["alpha", "alpha:service", "beta"],
+            }
+        ],
+    )
+    write("alpha/vars/Debian.yml", {"__alpha_thing": "x", "alpha_unprefixed": "y"})
+    write(
+        "beta/tasks/main.yml",
+        [
+            {
+                "name": "Peek",
+                "ansible.builtin.debug": {
+                    "msg": "{{ alpha_install is changed }} {{ alpha_secret }} {{ alpha_other }}"
+                },
+                "tags": ["beta", "beta:config"],
+            }
+        ],
+    )
+    return tmp_path
+
+
+def test_the_house_rules_catch_a_role_that_breaks_them(tmp_path: Path) -> None:
+    roles = _probe_roles(tmp_path)
+    assert os_fact_violations(roles) == [
+        "alpha/tasks/main.yml: 'Install' ansible.builtin.package reads ansible_distribution",
+        "alpha/defaults/main.yml: alpha_pkg reads ansible_os_family",
+    ]
+    assert os_vars_violations(roles) == ["alpha: vars/ not loaded by include_vars in tasks/main.yml"]
+    assert tag_violations(roles) == [
+        "alpha/tasks/main.yml: 'Sideways' does not carry ['alpha:service'] of other.yml",
+        "alpha/tasks/main.yml: 'Untagged' lacks the tag alpha",
+        "alpha/tasks/main.yml: 'Untagged' has no alpha:<concern> tag",
+        "alpha/tasks/other.yml: 'Reads install' has tags outside the scheme: ['beta']",
+        "alpha/tasks/other.yml: 'Reads install' reads alpha_install from alpha/tasks/main.yml: 'Install', "
+        "which ['alpha:service'] skips",
+    ]
+    assert cross_role_register_violations(roles) == [
+        "beta/tasks/main.yml reads alpha_install, registered by alpha"
+    ]
+    assert foreign_fact_violations(roles) == [
+        "beta reads alpha_install: neither an option nor a fact of alpha",
+        "beta reads alpha_other: neither an option nor a fact of alpha",
+    ]
+
+
+def test_vars_files_must_cover_every_platform_and_be_internal(tmp_path: Path) -> None:
+    roles = _probe_roles(tmp_path)
+    loader = {
+        "name": "Load the OS-specific values",
+        "ansible.builtin.include_vars": {
+            "file": "{{ lookup('ansible.builtin.first_found', __alpha_os_vars) }}"
+        },
+        "vars": {"__alpha_os_vars": {"files": list(FIRST_FOUND_ORDER), "paths": ["{{ role_path }}/vars"]}},
+        "tags": ["alpha", "alpha:packages"],
+    }
+    tasks = yaml.safe_load((roles / "alpha/tasks/main.yml").read_text())
+    (roles / "alpha/tasks/main.yml").write_text(yaml.safe_dump([loader, *tasks], sort_keys=False))
+    assert os_vars_violations(roles) == [
+        "alpha/vars/Debian.yml: alpha_unprefixed is not named __alpha_*",
+        "alpha: no vars file for RedHat 9.4",
+        "alpha: no vars file for Rocky 9.4",
+        "alpha: no vars file for AlmaLinux 9.4",
+    ]
+    (roles / "alpha/vars/RedHat.yml").write_text("---\n__alpha_other: 1\n")
+    assert "alpha/vars/RedHat.yml (RedHat 9.4) lacks ['__alpha_thing']" in os_vars_violations(roles)
+    assert "alpha/vars/RedHat.yml: __alpha_other is never used" in os_vars_violations(roles)
+    loader["vars"]["__alpha_os_vars"]["files"] = ["{{ ansible_os_family }}.yml"]
+    (roles / "alpha/tasks/main.yml").write_text(yaml.safe_dump([loader, *tasks], sort_keys=False))
+    assert os_vars_violations(roles)[0].startswith("alpha: include_vars must use first_found over")
