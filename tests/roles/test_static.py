@@ -351,9 +351,13 @@ def tag_violations(roles: Path) -> list[str]:
                     found.append(f"{where} lacks the tag {role.name}")
                 if set(tags) - allowed:
                     found.append(f"{where} has tags outside the scheme: {sorted(set(tags) - allowed)}")
-                if "block" not in task and not concerns(tags) and "always" not in tags:
-                    found.append(f"{where} has no {role.name}:<concern> tag")
                 module = role_readme.module_of(task)
+                if module == "ansible.builtin.import_tasks":
+                    # Every imported task inherits the import's tags: a concern there runs them all.
+                    if set(tags) - {role.name}:
+                        found.append(f"{where} imports with tags {sorted(set(tags) - {role.name})}")
+                elif "block" not in task and not concerns(tags) and "always" not in tags:
+                    found.append(f"{where} has no {role.name}:<concern> tag")
                 if module == "ansible.builtin.include_tasks":
                     arg = task[module]
                     target = arg if isinstance(arg, str) else arg.get("file", "")
@@ -480,6 +484,11 @@ def _probe_roles(tmp_path: Path) -> Path:
                 "ansible.builtin.set_fact": {"alpha_secret": 1},
                 "tags": ["alpha", "alpha:config"],
             },
+            {
+                "name": "Leaky",
+                "ansible.builtin.import_tasks": "other.yml",
+                "tags": ["alpha", "alpha:service"],
+            },
         ],
     )
     write(
@@ -519,6 +528,7 @@ def test_the_house_rules_catch_a_role_that_breaks_them(tmp_path: Path) -> None:
         "alpha/tasks/main.yml: 'Sideways' does not carry ['alpha:service'] of other.yml",
         "alpha/tasks/main.yml: 'Untagged' lacks the tag alpha",
         "alpha/tasks/main.yml: 'Untagged' has no alpha:<concern> tag",
+        "alpha/tasks/main.yml: 'Leaky' imports with tags ['alpha:service']",
         "alpha/tasks/other.yml: 'Reads install' has tags outside the scheme: ['beta']",
         "alpha/tasks/other.yml: 'Reads install' reads alpha_install from alpha/tasks/main.yml: 'Install', "
         "which ['alpha:service'] skips",
