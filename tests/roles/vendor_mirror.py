@@ -1,0 +1,510 @@
+"""A local stand-in for the vendors' apt repositories, built from tests/roles/vendor_packages.yaml.
+
+Each repository keeps the vendor's URL path (host name dropped), layout (flat or dists/) and
+signature (signed with a throwaway key generated per build, or unsigned), and carries placeholder
+packages under the vendors' real names, versions, epochs, architectures and Depends. Debian's own
+tools build it (dpkg-deb, dpkg-scanpackages, gpg) and apt resolves it, so a wrong name, pin, epoch,
+layout or signature setting fails against the mirror as it would against the vendor.
+
+    root = build_mirror()                       # cached under ~/.cache/fleetforge/mirror/<hash>
+    with serve(root, "10.77.0.1") as mirror:    # threaded HTTP server on the given address
+        extra_vars = mirror.role_vars()         # nvidia_driver_cuda_repo_base, ... -> the mirror
+
+Needs dpkg-dev (dpkg-scanpackages), dpkg (dpkg-deb) and gnupg; no root, no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import http.server
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TABLE = Path(__file__).with_name("vendor_packages.yaml")
+TOOLS = ("dpkg-deb", "dpkg-scanpackages", "gpg")
+MARKER_DIR = "usr/share/fleetforge-mirror"
+ARCHES = ("amd64", "arm64")
+# Debian policy 5.6.1 (package names) and 5.6.12 (version: [epoch:]upstream[-revision]).
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+VERSION_RE = re.compile(r"^(?:(?P<epoch>[0-9]+):)?[0-9][A-Za-z0-9.+~:-]*$")
+PATH_RE = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
+SUITE_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+
+
+class MirrorError(Exception):
+    """The table is malformed or a build tool is missing or failed."""
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    arch: str
+    depends: str = ""
+    provides: str = ""
+    source: str = ""
+
+    @property
+    def deb_name(self) -> str:
+        # dpkg's own file naming drops the epoch (it is not allowed in file names on every system).
+        version = self.version.split(":", 1)[-1]
+        return f"{self.name}_{version}_{self.arch}.deb"
+
+
+@dataclass(frozen=True)
+class Vendor:
+    id: str
+    name: str
+    host: str
+    signing_key: str | None
+    key_paths: tuple[str, ...]
+    role_vars: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Repository:
+    vendor: Vendor
+    path: str
+    layout: str
+    architectures: tuple[str, ...]
+    packages: tuple[Package, ...]
+    suites: tuple[str, ...] = ()
+    component: str = ""
+    key_file: str = ""
+    source: str = ""
+
+    @property
+    def signed(self) -> bool:
+        return self.vendor.signing_key is not None
+
+
+@dataclass(frozen=True)
+class Table:
+    vendors: dict[str, Vendor]
+    repositories: tuple[Repository, ...]
+    digest: str = field(compare=False)
+
+    def repository(self, path: str) -> Repository:
+        for repo in self.repositories:
+            if repo.path == path:
+                return repo
+        raise KeyError(f"no repository at {path!r} in {TABLE.name}")
+
+
+def _need(mapping: Any, key: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
+    if not isinstance(mapping, dict) or key not in mapping:
+        raise MirrorError(f"{where}: missing {key!r}")
+    value = mapping[key]
+    if not isinstance(value, kind) or (isinstance(value, str) and not value):
+        raise MirrorError(f"{where}.{key}: {value!r} is not a non-empty {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _package(raw: Any, where: str, arches: tuple[str, ...]) -> list[Package]:
+    name = _need(raw, "name", where)
+    version = str(_need(raw, "version", where, (str, int, float)))
+    arch = _need(raw, "arch", where)
+    if not NAME_RE.match(name):
+        raise MirrorError(f"{where}.name: {name!r} is not a Debian package name ([a-z0-9][a-z0-9+.-]+)")
+    if not VERSION_RE.match(version):
+        raise MirrorError(
+            f"{where}.version: {version!r} is not a Debian version ([epoch:]upstream[-revision])"
+        )
+    if arch not in (*ARCHES, "all", "native"):
+        raise MirrorError(f"{where}.arch: {arch!r}: allowed amd64, arm64, all, native")
+    extra = {k: raw.get(k, "") for k in ("depends", "provides")}
+    for key, value in extra.items():
+        if not isinstance(value, str) or "\n" in value.strip():
+            raise MirrorError(f"{where}.{key}: {value!r} is not a one-line string")
+    unknown = set(raw) - {"name", "version", "arch", "depends", "provides", "source"}
+    if unknown:
+        raise MirrorError(f"{where}: unknown keys {sorted(unknown)}")
+    _need(raw, "source", where)
+    chosen = arches if arch == "native" else (arch,)
+    return [
+        Package(
+            name, version, a, " ".join(extra["depends"].split()), extra["provides"].strip(), raw["source"]
+        )
+        for a in chosen
+        if a == "all" or a in arches
+    ]
+
+
+def load_table(path: Path = TABLE) -> Table:
+    """The table, validated: every error names the entry and what is allowed."""
+    text = path.read_bytes()
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MirrorError(f"{path}: not YAML: {exc}") from None
+    vendors: dict[str, Vendor] = {}
+    for vid, raw in (_need(doc, "vendors", path.name, dict)).items():
+        where = f"vendors.{vid}"
+        key_paths = tuple(raw.get("key_paths") or ())
+        role_vars = raw.get("role_vars") or {}
+        for p in (*key_paths, *role_vars.values()):
+            if not isinstance(p, str) or not PATH_RE.match(p):
+                raise MirrorError(f"{where}: path {p!r} is not a relative URL path")
+        signing_key = raw.get("signing_key")
+        if signing_key is not None and not (isinstance(signing_key, str) and SUITE_RE.match(signing_key)):
+            raise MirrorError(f"{where}.signing_key: {signing_key!r}: a short lower-case name or absent")
+        if signing_key is None and key_paths:
+            raise MirrorError(f"{where}: key_paths without a signing_key")
+        vendors[vid] = Vendor(
+            vid, _need(raw, "name", where), _need(raw, "host", where), signing_key, key_paths, dict(role_vars)
+        )
+    sets = _need(doc, "package_sets", path.name, dict)
+    repos: list[Repository] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(_need(doc, "repositories", path.name, list)):
+        where = f"repositories[{i}]"
+        vid = _need(raw, "vendor", where)
+        if vid not in vendors:
+            raise MirrorError(f"{where}.vendor: {vid!r}: allowed {sorted(vendors)}")
+        rpath = _need(raw, "path", where)
+        if not PATH_RE.match(rpath) or rpath in seen:
+            raise MirrorError(f"{where}.path: {rpath!r} is not a relative URL path, or repeats one")
+        seen.add(rpath)
+        layout = _need(raw, "layout", where)
+        if layout not in ("flat", "dists"):
+            raise MirrorError(f"{where}.layout: {layout!r}: allowed flat, dists")
+        arches = tuple(_need(raw, "architectures", where, list))
+        if not arches or any(a not in ARCHES for a in arches):
+            raise MirrorError(
+                f"{where}.architectures: {list(arches)!r}: allowed a list of {', '.join(ARCHES)}"
+            )
+        suites: tuple[str, ...] = ()
+        component = ""
+        if layout == "dists":
+            suites = tuple(_need(raw, "suites", where, list))
+            component = _need(raw, "component", where)
+            if not suites or not all(isinstance(s, str) and SUITE_RE.match(s) for s in (*suites, component)):
+                raise MirrorError(f"{where}: suites and component must be lower-case names")
+        elif "suites" in raw or "component" in raw:
+            raise MirrorError(f"{where}: suites/component belong to the dists layout only")
+        key_file = raw.get("key_file", "")
+        if key_file and (vendors[vid].signing_key is None or not PATH_RE.match(key_file)):
+            raise MirrorError(f"{where}.key_file: {key_file!r} needs a signing vendor and a file name")
+        packages: list[Package] = []
+        for set_id in _need(raw, "sets", where, list):
+            if set_id not in sets:
+                raise MirrorError(f"{where}.sets: {set_id!r}: allowed {sorted(sets)}")
+            for j, praw in enumerate(sets[set_id]):
+                packages += _package(praw, f"package_sets.{set_id}[{j}]", arches)
+        keys = [(p.name, p.version, p.arch) for p in packages]
+        if len(set(keys)) != len(keys):
+            raise MirrorError(f"{where}: a package name, version and architecture appears twice")
+        repos.append(
+            Repository(
+                vendors[vid],
+                rpath,
+                layout,
+                arches,
+                tuple(packages),
+                suites,
+                component,
+                key_file,
+                _need(raw, "source", where),
+            )
+        )
+    digest = hashlib.sha256(text + Path(__file__).read_bytes()).hexdigest()[:16]
+    return Table(vendors, tuple(repos), digest)
+
+
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)
+    except FileNotFoundError:
+        raise MirrorError(f"{cmd[0]} not found: install dpkg-dev and gnupg") from None
+    if done.returncode != 0:
+        raise MirrorError(f"{' '.join(cmd[:3])} ... failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    return done
+
+
+def missing_tools() -> list[str]:
+    return [t for t in TOOLS if shutil.which(t) is None]
+
+
+def _build_deb(pkg: Package, vendor: Vendor, work: Path, out: Path) -> None:
+    stage = work / f"{pkg.name}_{pkg.arch}_{hashlib.sha256(pkg.version.encode()).hexdigest()[:8]}"
+    (stage / "DEBIAN").mkdir(parents=True)
+    marker = stage / MARKER_DIR / pkg.name
+    marker.parent.mkdir(parents=True)
+    marker.write_text(f"{pkg.name} {pkg.version} {pkg.arch}: placeholder for {vendor.name}\n")
+    control = [
+        f"Package: {pkg.name}",
+        f"Version: {pkg.version}",
+        f"Architecture: {pkg.arch}",
+        "Maintainer: fleetforge test mirror <mirror@fleetforge.invalid>",
+        "Section: misc",
+        "Priority: optional",
+    ]
+    if pkg.depends:
+        control.append(f"Depends: {pkg.depends}")
+    if pkg.provides:
+        control.append(f"Provides: {pkg.provides}")
+    control.append(f"Description: placeholder for {pkg.name} ({vendor.name})")
+    control.append(f" Stands in for the vendor's package in fleetforge's tests; installs {marker.name} only.")
+    (stage / "DEBIAN/control").write_text("\n".join(control) + "\n")
+    # Uncompressed members: the payload is a few bytes and -Znone keeps a cold build fast.
+    _run(["dpkg-deb", "--root-owner-group", "-Znone", "--build", str(stage), str(out / pkg.deb_name)])
+
+
+def _write_packages(index_dir: Path, scan_cwd: Path, scan_dir: str, arch: str | None) -> list[Path]:
+    cmd = ["dpkg-scanpackages", "--multiversion"]
+    if arch is not None:
+        cmd += ["--arch", arch]
+    text = _run([*cmd, scan_dir, "/dev/null"], cwd=scan_cwd).stdout
+    index_dir.mkdir(parents=True, exist_ok=True)
+    plain = index_dir / "Packages"
+    plain.write_text(text)
+    gz = index_dir / "Packages.gz"
+    gz.write_bytes(gzip.compress(text.encode(), mtime=0))
+    return [plain, gz]
+
+
+def _write_release(release_dir: Path, files: list[Path], fields: dict[str, str]) -> Path:
+    lines = [f"{k}: {v}" for k, v in fields.items()]
+    lines.append(f"Date: {formatdate(time.time(), usegmt=True)}")
+    lines.append("SHA256:")
+    for f in files:
+        data = f.read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data):>8} {f.relative_to(release_dir)}")
+    release = release_dir / "Release"
+    release.write_text("\n".join(lines) + "\n")
+    return release
+
+
+def _sign(release: Path, gnupg: Path, key: str) -> None:
+    base = [
+        "gpg",
+        "--homedir",
+        str(gnupg),
+        "--batch",
+        "--yes",
+        "--local-user",
+        key,
+        "--digest-algo",
+        "SHA256",
+    ]
+    _run([*base, "--clearsign", "--output", str(release.with_name("InRelease")), str(release)])
+    _run([*base, "--armor", "--detach-sign", "--output", str(release.with_name("Release.gpg")), str(release)])
+
+
+def _generate_keys(table: Table, gnupg: Path) -> dict[str, tuple[str, str]]:
+    """One throwaway signing key per vendor key name: name -> (fingerprint, armored public key)."""
+    keys: dict[str, tuple[str, str]] = {}
+    for vendor in table.vendors.values():
+        name = vendor.signing_key
+        if name is None or name in keys:
+            continue
+        uid = f"fleetforge test mirror ({name}) <{name}@mirror.fleetforge.invalid>"
+        base = ["gpg", "--homedir", str(gnupg), "--batch"]
+        _run(
+            [
+                *base,
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                "",
+                "--quick-gen-key",
+                uid,
+                "ed25519",
+                "sign",
+                "never",
+            ]
+        )
+        listing = _run([*base, "--with-colons", "--list-secret-keys", uid]).stdout
+        fpr = next(line.split(":")[9] for line in listing.splitlines() if line.startswith("fpr:"))
+        armored = _run([*base, "--armor", "--export", fpr]).stdout
+        keys[name] = (fpr, armored)
+    return keys
+
+
+def _build_repository(
+    repo: Repository, root: Path, work: Path, gnupg: Path, keys: dict[str, tuple[str, str]]
+) -> None:
+    base = root / repo.path
+    origin = {"Origin": repo.vendor.name, "Label": repo.vendor.name}
+    if repo.layout == "flat":
+        base.mkdir(parents=True, exist_ok=True)
+        for pkg in repo.packages:
+            _build_deb(pkg, repo.vendor, work / repo.path, base)
+        flat_indexes = _write_packages(base, base, ".", None)
+        release = _write_release(
+            base, flat_indexes, {**origin, "Architectures": " ".join((*repo.architectures, "all"))}
+        )
+        releases = [release]
+    else:
+        releases = []
+        for suite in repo.suites:
+            pool = base / "pool" / suite / repo.component
+            pool.mkdir(parents=True, exist_ok=True)
+            for pkg in repo.packages:
+                _build_deb(pkg, repo.vendor, work / repo.path / suite, pool)
+            dist = base / "dists" / suite
+            files: list[Path] = []
+            for arch in repo.architectures:
+                files += _write_packages(
+                    dist / repo.component / f"binary-{arch}", base, str(pool.relative_to(base)), arch
+                )
+            fields = {
+                **origin,
+                "Suite": suite,
+                "Codename": suite,
+                "Architectures": " ".join(repo.architectures),
+                "Components": repo.component,
+            }
+            releases.append(_write_release(dist, files, fields))
+    if repo.vendor.signing_key is not None:
+        fpr, armored = keys[repo.vendor.signing_key]
+        for release in releases:
+            _sign(release, gnupg, fpr)
+        if repo.key_file:
+            (base / repo.key_file).write_text(armored)
+
+
+def mirror_cache() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "fleetforge" / "mirror"
+
+
+def build_mirror(table: Table | None = None, cache: Path | None = None) -> Path:
+    """The mirror's root directory for this table, built on first use and reused after.
+
+    The directory name is the hash of the table and this builder, so an edit to either builds anew;
+    a finished build is renamed into place in one step, so a reader never sees half of one."""
+    table = table or load_table()
+    cache = cache or mirror_cache()
+    final = cache / table.digest
+    if (final / ".complete").is_file():
+        return final
+    absent = missing_tools()
+    if absent:
+        raise MirrorError(f"missing {', '.join(absent)}: apt-get install dpkg-dev gnupg")
+    cache.mkdir(parents=True, exist_ok=True)
+    # The keyring lives apart, under the system temp directory: gpg-agent's socket path must stay
+    # short (108 bytes), however deep the cache is.
+    with (
+        tempfile.TemporaryDirectory(prefix="build-", dir=cache) as tmp,
+        tempfile.TemporaryDirectory(prefix="ffm-gpg-") as gtmp,
+    ):
+        work = Path(tmp)
+        root = work / "root"
+        gnupg = Path(gtmp)
+        try:
+            keys = _generate_keys(table, gnupg)
+            for repo in table.repositories:
+                _build_repository(repo, root, work / "stage", gnupg, keys)
+            for vendor in table.vendors.values():
+                if vendor.signing_key is not None:
+                    for key_path in vendor.key_paths:
+                        (root / key_path).parent.mkdir(parents=True, exist_ok=True)
+                        (root / key_path).write_text(keys[vendor.signing_key][1])
+            (root / ".complete").write_text(f"{table.digest}\n")
+            try:
+                root.rename(final)
+            except OSError:
+                # Another session finished the same build first; its copy is as good as this one.
+                if not (final / ".complete").is_file():
+                    raise
+        finally:
+            # The secret keys die with the build: nothing can sign for this mirror afterwards.
+            subprocess.run(
+                ["gpgconf", "--homedir", str(gnupg), "--kill", "all"], capture_output=True, check=False
+            )
+    return final
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Mirror:
+    """A running mirror: its URL and what it serves."""
+
+    root: Path
+    url: str
+    table: Table
+
+    def role_vars(self) -> dict[str, str]:
+        """Role variable -> URL on this mirror, for every vendor the table carries."""
+        return {
+            var: f"{self.url}/{path}"
+            for vendor in self.table.vendors.values()
+            for var, path in vendor.role_vars.items()
+        }
+
+    def repo_url(self, path: str) -> str:
+        return f"{self.url}/{path}"
+
+    def key(self, signing_key: str) -> str:
+        """The armored public key a vendor's repositories are signed with."""
+        for vendor in self.table.vendors.values():
+            if vendor.signing_key == signing_key:
+                for repo in self.table.repositories:
+                    if repo.vendor is vendor and repo.key_file:
+                        return (self.root / repo.path / repo.key_file).read_text()
+                return (self.root / vendor.key_paths[0]).read_text()
+        raise KeyError(f"no signing key {signing_key!r} in {TABLE.name}")
+
+
+@contextmanager
+def serve(root: Path, host: str = "127.0.0.1", port: int = 0, table: Table | None = None) -> Iterator[Mirror]:
+    """Serve root over HTTP on host:port (an IPv4 address; port 0: any free one) in a thread."""
+    handler = partial(_Handler, directory=str(root))
+    server = http.server.ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="vendor-mirror", daemon=True)
+    thread.start()
+    try:
+        yield Mirror(root, f"http://{host}:{server.server_port}", table or load_table())
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Build (and optionally serve) the vendor package mirror.")
+    parser.add_argument("--serve", metavar="HOST:PORT", help="serve the mirror until interrupted")
+    args = parser.parse_args(argv)
+    try:
+        start = time.monotonic()
+        root = build_mirror()
+        print(f"{root} ({time.monotonic() - start:.1f} s)")
+        if args.serve:
+            host, _, port = args.serve.rpartition(":")
+            with serve(root, host or "127.0.0.1", int(port)) as mirror:
+                for var, url in mirror.role_vars().items():
+                    print(f"{var}={url}")
+                threading.Event().wait()
+    except (MirrorError, ValueError, OSError) as exc:
+        print(f"vendor_mirror: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
