@@ -96,6 +96,10 @@ class Apt:
             [tool, *args], env=env, capture_output=True, text=True, timeout=120, check=False
         )
 
+    def add_deb822(self, name: str, fields: dict[str, str]) -> None:
+        text = "".join(f"{k}: {v}\n" for k, v in fields.items())
+        (self.root / "etc/apt/sources.list.d" / f"{name}.sources").write_text(text)
+
     def update(self) -> subprocess.CompletedProcess[str]:
         return self.run("apt-get", "update")
 
@@ -243,6 +247,49 @@ def test_apt_update_accepts_each_repository_as_its_vendor_signs_it(
 def test_beegfs_publishes_one_suite_per_os(tmp_path: Path, mirror: Mirror, table: Table, suite: str) -> None:
     apt = signed_apt(tmp_path, mirror, table, BEEGFS, suite=suite)
     assert installs(apt.simulate("beegfs-client=20:7.4.5")) == {"beegfs-client": "20:7.4.5"}
+
+
+@pytest.mark.parametrize(
+    ("arch", "uri", "suites", "key", "pin"),
+    [
+        ("amd64", "compute/cuda/repos/debian12/x86_64/", "/", "nvidia-cuda", "libnccl2=2.26.2-1+cuda12.8"),
+        # The container toolkit's one URI for every architecture: apt expands $(ARCH).
+        (
+            "amd64",
+            "libnvidia-container/stable/deb/$(ARCH)",
+            "/",
+            "nvidia-container-toolkit",
+            "libnvidia-container1=1.17.5-1",
+        ),
+        (
+            "arm64",
+            "libnvidia-container/stable/deb/$(ARCH)",
+            "/",
+            "nvidia-container-toolkit",
+            "libnvidia-container1=1.17.5-1",
+        ),
+        ("amd64", "public/repo/doca/2.9.1/ubuntu24.04/x86_64/", "/", "mellanox", "doca-ofed=2.9.1-1"),
+        ("amd64", "public/lustre/lustre-2.15.4/ubuntu2204/client", "/", None, "lustre-client-utils=2.15.4-1"),
+        ("amd64", "release/beegfs_7.4.5", "deb12", "beegfs", "beegfs-utils=20:7.4.5"),
+    ],
+)
+def test_the_deb822_sources_the_roles_write_resolve(
+    tmp_path: Path, mirror: Mirror, arch: str, uri: str, suites: str, key: str | None, pin: str
+) -> None:
+    # ansible.builtin.deb822_repository writes this form: Suites "/" for a flat repository.
+    apt = Apt(tmp_path / "apt", arch)
+    fields = {"Types": "deb", "URIs": mirror.repo_url(uri), "Suites": suites}
+    if suites != "/":
+        fields["Components"] = "non-free"
+    if key is None:
+        fields["Trusted"] = "yes"
+    else:
+        fields["Signed-By"] = str(apt.add_key(key, mirror.key(key)))
+    apt.add_deb822("vendor", fields)
+    done = apt.update()
+    assert done.returncode == 0 and not re.search(r"^(W|E|Err):", done.stdout + done.stderr, re.M), done
+    name, version = pin.split("=")
+    assert installs(apt.simulate(pin))[name] == version
 
 
 def test_a_suite_the_vendor_does_not_publish_fails_update(
