@@ -189,8 +189,8 @@ def _tags_section(role: Path) -> list[str]:
     if always:
         lines += [
             "",
-            "Tagged `always` (they run whatever `--tags` selects, because other roles' conditions read",
-            "their facts): " + "; ".join(always) + ".",
+            "Tagged `always`, so they run whatever `--tags` selects (they only read, and what they set is",
+            "read by tasks of every concern or by other roles): " + "; ".join(always) + ".",
         ]
     return [*lines, ""]
 

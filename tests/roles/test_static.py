@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -380,12 +381,21 @@ def tag_violations(roles: Path) -> list[str]:
                 for name, producers in produced.items():
                     if not re.search(rf"\b{name}\b", text):
                         continue
+                    uses = len(re.findall(rf"\b{name}\b", text))
+                    guards = len(
+                        re.findall(rf"\b{name}\s*\|\s*default\b|\b{name}\s+is\s+(?:not\s+)?defined", text)
+                    )
+                    guarded = guards == uses
                     for where, ptags in producers:
-                        gap = concerns(tags) - concerns(ptags)
-                        if gap and "always" not in ptags and not where.endswith(f"'{task.get('name')}'"):
+                        if where.endswith(f"'{task.get('name')}'") or "always" in ptags:
+                            continue
+                        gap = sorted(concerns(tags) - concerns(ptags)) + (
+                            ["always"] if "always" in tags else []
+                        )
+                        if gap and not guarded:
                             found.append(
                                 f"{role.name}/tasks/{fname}: '{task.get('name')}' reads {name} from {where}, "
-                                f"which {sorted(gap)} skips"
+                                f"which {gap} skips"
                             )
     return found
 
@@ -447,7 +457,7 @@ RULES = (
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
-def test_every_role_keeps_the_house_rules(rule: Any) -> None:
+def test_every_role_keeps_the_house_rules(rule: Callable[[Path], list[str]]) -> None:
     assert rule(ROLES) == []
 
 
@@ -479,6 +489,16 @@ def _probe_roles(tmp_path: Path) -> Path:
                 "tags": ["alpha", "alpha:config"],
             },
             {"name": "Untagged", "ansible.builtin.debug": {"msg": "{{ __alpha_thing }}"}},
+            {
+                "name": "Always",
+                "ansible.builtin.debug": {"msg": "{{ alpha_install.rc }} {{ alpha_install | default({}) }}"},
+                "tags": ["alpha", "alpha:packages", "always"],
+            },
+            {
+                "name": "Guarded",
+                "ansible.builtin.debug": {"msg": "{{ alpha_install | default({}) }}"},
+                "tags": ["alpha", "alpha:packages", "always"],
+            },
             {
                 "name": "Scratch",
                 "ansible.builtin.set_fact": {"alpha_secret": 1},
@@ -530,6 +550,8 @@ def test_the_house_rules_catch_a_role_that_breaks_them(tmp_path: Path) -> None:
         "alpha/tasks/main.yml: 'Untagged' has no alpha:<concern> tag",
         "alpha/tasks/main.yml: 'Leaky' imports with tags ['alpha:service']",
         "alpha/tasks/other.yml: 'Reads install' has tags outside the scheme: ['beta']",
+        "alpha/tasks/main.yml: 'Always' reads alpha_install from alpha/tasks/main.yml: 'Install', "
+        "which ['always'] skips",
         "alpha/tasks/other.yml: 'Reads install' reads alpha_install from alpha/tasks/main.yml: 'Install', "
         "which ['alpha:service'] skips",
     ]
