@@ -323,3 +323,30 @@ def test_readme_names_every_file_here() -> None:
     readme = (CI / "README.md").read_text(encoding="utf-8")
     for path in (WORKFLOW, GITLAB, *SCRIPTS):
         assert str(path.relative_to(CI)) in readme, path
+
+
+def job_scripts() -> dict[str, str]:
+    """Every inline script as the runner executes it: each GitHub `run:` under `bash -e`, each
+    GitLab job's `script:` lines in one shell."""
+    scripts: dict[str, str] = {}
+    for job_name, job in load(WORKFLOW)["jobs"].items():
+        for i, step in enumerate(job["steps"]):
+            if "run" in step:
+                scripts[f"github-{job_name}-{i}"] = "set -eo pipefail\n" + step["run"]
+    for job_name, job in load(GITLAB).items():
+        if isinstance(job, dict) and "script" in job:
+            scripts[f"gitlab-{job_name}"] = "set -eo pipefail\n" + "\n".join(job["script"])
+    return scripts
+
+
+def test_inline_scripts_pass_shellcheck(tmp_path: Path) -> None:
+    """What actionlint would shellcheck, for both forges, where actionlint is not installed."""
+    shellcheck = require("shellcheck")
+    scripts = job_scripts()
+    assert len(scripts) >= 8
+    for name, body in scripts.items():
+        path = tmp_path / f"{name}.sh"
+        path.write_text("#!/usr/bin/env bash\n" + body + "\n")
+        # SC1091: the sourced ci/gitlab/cloud-env.sh is checked on its own above.
+        done = run([shellcheck, "--severity=style", "--exclude=SC1091", str(path)])
+        assert done.returncode == 0, f"{name}:\n{done.stdout}"
