@@ -1,10 +1,12 @@
-"""The vendor package mirror, judged by apt itself.
+"""The vendor package mirror, judged by apt itself (and dnf and rpm for its rpm side).
 
 Every test runs the real apt-get/apt-cache of this machine in a throwaway apt root (its own
 sources, keyrings, lists and an empty dpkg status), against the mirror served on loopback: no root,
 no network beyond 127.0.0.1, nothing installed. What apt accepts here it accepts on a node; what it
 refuses (a pin without its epoch, a signature from the wrong key, a virtual package pinned to a
-version) it refuses on a node too.
+version) it refuses on a node too. The rpm side is judged the same way: dnf repoquery resolves, rpm -K
+checks package signatures, dnf makecache checks signed metadata; only a dnf transaction (the
+install test) needs root, because dnf refuses one otherwise.
 """
 
 from __future__ import annotations
@@ -189,7 +191,7 @@ def test_a_second_build_reuses_the_cache(table: Table, tmp_path: Path) -> None:
     start = time.monotonic()
     again = vendor_mirror.build_mirror(table)
     assert again == first and time.monotonic() - start < 1.0
-    assert first.parent == vendor_mirror.mirror_cache() and first.name == table.digest
+    assert first.parent == vendor_mirror.mirror_cache() and first.name.startswith(table.digest)
 
 
 def test_the_cache_key_follows_the_table(tmp_path: Path) -> None:
@@ -455,3 +457,167 @@ def test_serve_binds_the_address_it_is_given(table: Table) -> None:
     # Closed on exit: the port is free again.
     with vendor_mirror.serve(root, "127.0.0.1", port, table) as again:
         assert again.url == served.url
+
+
+# --- the rpm side: dnf and rpm judge it -----------------------------------------------------------
+
+CUDA_RHEL9 = "compute/cuda/repos/rhel9/x86_64"
+CTK_RPM = "libnvidia-container/stable/rpm/x86_64"
+DOCA_RHEL9 = "public/repo/doca/3.2.0/rhel9/x86_64"
+LUSTRE_EL96 = "public/lustre/lustre-2.15.7/el9.6/client"
+BEEGFS_RHEL9 = "release/beegfs_7.4.5/dists/rhel9"
+QF = "%{name}-%{epoch}:%{version}-%{release}.%{arch}"
+
+
+@pytest.fixture(scope="module")
+def rpm_mirror(mirror: Mirror) -> Mirror:
+    if not mirror.rpm or shutil.which("dnf") is None or shutil.which("rpm") is None:
+        pytest.skip("the rpm side needs rpm, createrepo-c and dnf (apt-get install rpm createrepo-c dnf)")
+    return mirror
+
+
+@dataclass
+class Dnf:
+    """dnf confined to one directory: its own config, repositories, cache and install root."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        for sub in ("repos", "cache", "installroot"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        (self.root / "dnf.conf").write_text("[main]\nreposdir=\ninstall_weak_deps=False\n")
+
+    def add_repo(
+        self, name: str, baseurl: str, gpgcheck: bool, repo_gpgcheck: bool, gpgkey: str = ""
+    ) -> None:
+        lines = [f"[{name}]", f"name={name}", f"baseurl={baseurl}", "enabled=1",
+                 f"gpgcheck={int(gpgcheck)}", f"repo_gpgcheck={int(repo_gpgcheck)}"]  # fmt: skip
+        if gpgkey:
+            lines.append(f"gpgkey={gpgkey}")
+        (self.root / "repos" / f"{name}.repo").write_text("\n".join(lines) + "\n")
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        cmd = ["dnf", "-y", f"--config={self.root / 'dnf.conf'}", f"--installroot={self.root / 'installroot'}",
+               f"--setopt=reposdir={self.root / 'repos'}", f"--setopt=cachedir={self.root / 'cache'}",
+               "--releasever=9", "--forcearch=x86_64", "--noplugins", *args]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")} | {"LC_ALL": "C"}
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+    def query(self, spec: str) -> list[str]:
+        done = self.run("repoquery", "--quiet", "--qf", QF, spec)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return sorted(set(done.stdout.split()))
+
+
+def rpm_repo_dnf(tmp_path: Path, mirror: Mirror, table: Table, path: str, key: str | None = "vendor") -> Dnf:
+    """dnf with one repository configured as its vendor publishes it (key "vendor": the vendor's)."""
+    repo = table.rpm_repository(path)
+    dnf = Dnf(tmp_path / "dnf")
+    gpgkey = ""
+    if repo.gpgcheck or repo.repo_gpgcheck:
+        assert repo.vendor.signing_key is not None
+        keyname = repo.vendor.signing_key if key == "vendor" else key
+        keyfile = tmp_path / "key.asc"
+        keyfile.write_text(mirror.key(keyname or ""))
+        gpgkey = keyfile.as_uri()
+    dnf.add_repo("vendor", mirror.repo_url(path), repo.gpgcheck, repo.repo_gpgcheck, gpgkey)
+    return dnf
+
+
+def rpm_verify(tmp_path: Path, rpm_file: Path, armored_key: str | None) -> subprocess.CompletedProcess[str]:
+    """rpm -K against a throwaway rpm database that trusts only armored_key."""
+    db = tmp_path / "rpmdb"
+    db.mkdir(parents=True, exist_ok=True)
+    if armored_key is not None:
+        key = tmp_path / "trusted.asc"
+        key.write_text(armored_key)
+        subprocess.run(["rpm", "--dbpath", str(db), "--import", str(key)], check=True, capture_output=True)
+    return subprocess.run(
+        ["rpm", "--dbpath", str(db), "-Kv", str(rpm_file)], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("path", [CUDA_RHEL9, CTK_RPM, DOCA_RHEL9, LUSTRE_EL96, BEEGFS_RHEL9])
+def test_dnf_resolves_every_package_at_its_full_nevra(
+    tmp_path: Path, rpm_mirror: Mirror, table: Table, path: str
+) -> None:
+    dnf = rpm_repo_dnf(tmp_path, rpm_mirror, table, path)
+    for pkg in table.rpm_repository(path).packages:
+        epoch = pkg.epoch if pkg.epoch is not None else 0
+        expected = f"{pkg.name}-{epoch}:{pkg.version}-{pkg.release}.{pkg.arch}"
+        assert dnf.query(pkg.nevra) == [expected]
+
+
+@pytest.mark.parametrize("path", [CUDA_RHEL9, DOCA_RHEL9, BEEGFS_RHEL9])
+def test_signed_rpms_verify_with_the_vendor_key_only(
+    tmp_path: Path, rpm_mirror: Mirror, table: Table, path: str
+) -> None:
+    repo = table.rpm_repository(path)
+    assert repo.vendor.signing_key is not None
+    rpm_file = next((rpm_mirror.root / path).rglob("*.rpm"))
+    good = rpm_verify(tmp_path / "good", rpm_file, rpm_mirror.key(repo.vendor.signing_key))
+    assert good.returncode == 0 and "Signature, key ID" in good.stdout and ": OK" in good.stdout, good.stdout
+    other = "beegfs" if repo.vendor.signing_key != "beegfs" else "nvidia-cuda"
+    bad = rpm_verify(tmp_path / "bad", rpm_file, rpm_mirror.key(other))
+    assert bad.returncode != 0 and "NOKEY" in bad.stdout, bad.stdout
+
+
+@pytest.mark.parametrize("path", [CTK_RPM, LUSTRE_EL96])
+def test_unsigned_rpms_carry_no_signature(tmp_path: Path, rpm_mirror: Mirror, path: str) -> None:
+    # The container toolkit signs its metadata, not its packages (gpgcheck=0); Whamcloud signs neither.
+    for rpm_file in (rpm_mirror.root / path).rglob("*.rpm"):
+        out = rpm_verify(tmp_path, rpm_file, None).stdout
+        assert "Signature" not in out and "digest: OK" in out, out
+
+
+def test_repo_gpgcheck_refuses_metadata_signed_by_another_key(
+    tmp_path: Path, rpm_mirror: Mirror, table: Table
+) -> None:
+    good = rpm_repo_dnf(tmp_path / "good", rpm_mirror, table, CTK_RPM).run("makecache")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert (rpm_mirror.root / CTK_RPM / "repodata/repomd.xml.asc").is_file()
+    bad = rpm_repo_dnf(tmp_path / "bad", rpm_mirror, table, CTK_RPM, key="nvidia-cuda").run("makecache")
+    assert bad.returncode != 0 and "GPG signature verification error" in bad.stderr, bad.stdout + bad.stderr
+
+
+def test_rpm_epochs_and_release_forms(tmp_path: Path, rpm_mirror: Mirror, table: Table) -> None:
+    cuda = rpm_repo_dnf(tmp_path / "cuda", rpm_mirror, table, CUDA_RHEL9)
+    # dnf matches a spec without the epoch (a versionlock entry must still carry it).
+    assert cuda.query("nvidia-driver-575.51") == ["nvidia-driver-3:575.51-1.el9.x86_64"]
+    assert cuda.query("nvidia-driver-3:575.51-1.el9") == ["nvidia-driver-3:575.51-1.el9.x86_64"]
+    assert cuda.query("nvidia-driver-0:575.51-1.el9") == []
+    assert cuda.query("datacenter-gpu-manager-4-core-1:4.5.2-1") == [
+        "datacenter-gpu-manager-4-core-1:4.5.2-1.x86_64"
+    ]
+    beegfs = rpm_repo_dnf(tmp_path / "beegfs", rpm_mirror, table, BEEGFS_RHEL9)
+    # BeeGFS's release is the dist tag without its dot and no build number: 20:7.4.5-el9.
+    assert beegfs.query("beegfs-utils-20:7.4.5-el9") == ["beegfs-utils-20:7.4.5-el9.x86_64"]
+    assert beegfs.query("beegfs-utils-7.4.5-1.el9") == []
+    lustre = rpm_repo_dnf(tmp_path / "lustre", rpm_mirror, table, LUSTRE_EL96)
+    assert lustre.query("lustre-client-dkms") == ["lustre-client-dkms-0:2.15.7-1.el9.noarch"]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="dnf runs a transaction (even into an install root) as root only"
+)
+def test_dnf_installs_with_the_vendors_gpgcheck_and_refuses_the_wrong_key(
+    tmp_path: Path, rpm_mirror: Mirror, table: Table
+) -> None:
+    good = rpm_repo_dnf(tmp_path / "good", rpm_mirror, table, CUDA_RHEL9)
+    done = good.run("install", "nvidia-driver-3:575.51-1.el9")
+    assert done.returncode == 0, done.stdout + done.stderr
+    markers = good.root / "installroot" / vendor_mirror.MARKER_DIR
+    assert sorted(p.name for p in markers.iterdir()) == ["kmod-nvidia-open-dkms", "nvidia-driver"]
+    bad = rpm_repo_dnf(tmp_path / "bad", rpm_mirror, table, CUDA_RHEL9, key="beegfs")
+    refused = bad.run("install", "nvidia-driver-3:575.51-1.el9")
+    assert refused.returncode != 0 and "GPG check FAILED" in refused.stderr, refused.stdout + refused.stderr
+    # The container toolkit's packages are unsigned: its gpgcheck=0 is what lets them install.
+    ctk = rpm_repo_dnf(tmp_path / "ctk", rpm_mirror, table, CTK_RPM)
+    pins = [f"{p}-1.17.5-1" for p in ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+                                       "libnvidia-container-tools", "libnvidia-container1")]  # fmt: skip
+    assert ctk.run("install", *pins).returncode == 0
+    strict = rpm_repo_dnf(tmp_path / "strict", rpm_mirror, table, CTK_RPM)
+    repo_file = strict.root / "repos" / "vendor.repo"
+    repo_file.write_text(repo_file.read_text().replace("gpgcheck=0", "gpgcheck=1"))
+    broken = strict.run("install", *pins)
+    assert broken.returncode != 0 and "GPG check FAILED" in broken.stderr, broken.stdout + broken.stderr

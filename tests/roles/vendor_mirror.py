@@ -10,6 +10,10 @@ layout or signature setting fails against the mirror as it would against the ven
     with serve(root, "10.77.0.1") as mirror:    # threaded HTTP server on the given address
         extra_vars = mirror.role_vars()         # nvidia_driver_cuda_repo_base, ... -> the mirror
 
+The rpm side (RHEL 9 repositories: rpmbuild placeholders, rpmsign where the vendor signs packages,
+createrepo_c metadata, repomd.xml.asc where the vendor signs metadata) is built too when rpmbuild,
+rpmsign and createrepo_c are installed (Debian: rpm, createrepo-c).
+
 Needs dpkg-dev (dpkg-scanpackages), dpkg (dpkg-deb) and gnupg; no root, no network.
 """
 
@@ -39,6 +43,10 @@ import yaml
 
 TABLE = Path(__file__).with_name("vendor_packages.yaml")
 TOOLS = ("dpkg-deb", "dpkg-scanpackages", "gpg")
+RPM_TOOLS = ("rpmbuild", "rpmsign", "createrepo_c")
+RPM_ARCHES = ("x86_64", "noarch")
+RPM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+RPM_VR_RE = re.compile(r"^[A-Za-z0-9._+~]+$")
 MARKER_DIR = "usr/share/fleetforge-mirror"
 ARCHES = ("amd64", "arm64")
 # Debian policy 5.6.1 (package names) and 5.6.12 (version: [epoch:]upstream[-revision]).
@@ -96,9 +104,43 @@ class Repository:
 
 
 @dataclass(frozen=True)
+class RpmPackage:
+    name: str
+    epoch: int | None
+    version: str
+    release: str
+    arch: str
+    requires: str = ""
+    provides: str = ""
+    source: str = ""
+
+    @property
+    def evr(self) -> str:
+        head = f"{self.epoch}:" if self.epoch is not None else ""
+        return f"{head}{self.version}-{self.release}"
+
+    @property
+    def nevra(self) -> str:
+        return f"{self.name}-{self.evr}.{self.arch}"
+
+
+@dataclass(frozen=True)
+class RpmRepository:
+    vendor: Vendor
+    path: str
+    packages_dir: str
+    gpgcheck: bool
+    repo_gpgcheck: bool
+    packages: tuple[RpmPackage, ...]
+    key_file: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Table:
     vendors: dict[str, Vendor]
     repositories: tuple[Repository, ...]
+    rpm_repositories: tuple[RpmRepository, ...]
     digest: str = field(compare=False)
 
     def repository(self, path: str) -> Repository:
@@ -106,6 +148,12 @@ class Table:
             if repo.path == path:
                 return repo
         raise KeyError(f"no repository at {path!r} in {TABLE.name}")
+
+    def rpm_repository(self, path: str) -> RpmRepository:
+        for repo in self.rpm_repositories:
+            if repo.path == path:
+                return repo
+        raise KeyError(f"no rpm repository at {path!r} in {TABLE.name}")
 
 
 def _need(mapping: Any, key: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
@@ -224,8 +272,93 @@ def load_table(path: Path = TABLE) -> Table:
                 _need(raw, "source", where),
             )
         )
+    rpm_repos = _rpm_repositories(doc, vendors, path.name)
     digest = hashlib.sha256(text + Path(__file__).read_bytes()).hexdigest()[:16]
-    return Table(vendors, tuple(repos), digest)
+    return Table(vendors, tuple(repos), rpm_repos, digest)
+
+
+def _rpm_package(raw: Any, where: str) -> RpmPackage:
+    name = _need(raw, "name", where)
+    version = str(_need(raw, "version", where, (str, int, float)))
+    release = str(_need(raw, "release", where, (str, int)))
+    arch = _need(raw, "arch", where)
+    epoch = raw.get("epoch")
+    if not RPM_NAME_RE.match(name):
+        raise MirrorError(f"{where}.name: {name!r} is not an rpm package name")
+    for key, value in (("version", version), ("release", release)):
+        if not RPM_VR_RE.match(value):
+            raise MirrorError(f"{where}.{key}: {value!r}: letters, digits and . _ + ~ only (no '-' or ':')")
+    if epoch is not None and not (isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0):
+        raise MirrorError(f"{where}.epoch: {epoch!r} is not a non-negative integer")
+    if arch not in RPM_ARCHES:
+        raise MirrorError(f"{where}.arch: {arch!r}: allowed {', '.join(RPM_ARCHES)}")
+    unknown = set(raw) - {"name", "epoch", "version", "release", "arch", "requires", "provides", "source"}
+    if unknown:
+        raise MirrorError(f"{where}: unknown keys {sorted(unknown)}")
+    extra = {k: raw.get(k) or "" for k in ("requires", "provides")}
+    for key, value in extra.items():
+        if not isinstance(value, str) or "\n" in value.strip():
+            raise MirrorError(f"{where}.{key}: {value!r} is not a one-line string")
+    return RpmPackage(
+        name,
+        epoch,
+        version,
+        release,
+        arch,
+        extra["requires"].strip(),
+        extra["provides"].strip(),
+        _need(raw, "source", where),
+    )
+
+
+def _rpm_repositories(doc: Any, vendors: dict[str, Vendor], file: str) -> tuple[RpmRepository, ...]:
+    if "rpm_repositories" not in doc:
+        return ()
+    sets = _need(doc, "rpm_package_sets", file, dict)
+    repos: list[RpmRepository] = []
+    for i, raw in enumerate(_need(doc, "rpm_repositories", file, list)):
+        where = f"rpm_repositories[{i}]"
+        vid = _need(raw, "vendor", where)
+        if vid not in vendors:
+            raise MirrorError(f"{where}.vendor: {vid!r}: allowed {sorted(vendors)}")
+        vendor = vendors[vid]
+        rpath = _need(raw, "path", where)
+        packages_dir = raw.get("packages_dir", "")
+        if not PATH_RE.match(rpath) or not (packages_dir == "" or PATH_RE.match(packages_dir)):
+            raise MirrorError(
+                f"{where}: path {rpath!r} / packages_dir {packages_dir!r} is not a relative URL path"
+            )
+        checks = {k: raw.get(k) for k in ("gpgcheck", "repo_gpgcheck")}
+        for key, value in checks.items():
+            if not isinstance(value, bool):
+                raise MirrorError(f"{where}.{key}: {value!r}: allowed true, false")
+            if value and vendor.signing_key is None:
+                raise MirrorError(f"{where}.{key}: true needs a vendor with a signing_key")
+        key_file = raw.get("key_file", "")
+        if key_file and (vendor.signing_key is None or not PATH_RE.match(key_file)):
+            raise MirrorError(f"{where}.key_file: {key_file!r} needs a signing vendor and a file name")
+        packages: list[RpmPackage] = []
+        for set_id in _need(raw, "sets", where, list):
+            if set_id not in sets:
+                raise MirrorError(f"{where}.sets: {set_id!r}: allowed {sorted(sets)}")
+            packages += [
+                _rpm_package(p, f"rpm_package_sets.{set_id}[{j}]") for j, p in enumerate(sets[set_id])
+            ]
+        if len({p.nevra for p in packages}) != len(packages):
+            raise MirrorError(f"{where}: a package name, version and architecture appears twice")
+        repos.append(
+            RpmRepository(
+                vendor,
+                rpath,
+                packages_dir,
+                checks["gpgcheck"] is True,
+                checks["repo_gpgcheck"] is True,
+                tuple(packages),
+                key_file,
+                _need(raw, "source", where),
+            )
+        )
+    return tuple(repos)
 
 
 def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -381,24 +514,94 @@ def _build_repository(
             (base / repo.key_file).write_text(armored)
 
 
+def _spec(pkg: RpmPackage, vendor: Vendor) -> str:
+    marker = f"/{MARKER_DIR}/{pkg.name}"
+    lines = [
+        f"Name: {pkg.name}",
+        *([f"Epoch: {pkg.epoch}"] if pkg.epoch is not None else []),
+        f"Version: {pkg.version}",
+        f"Release: {pkg.release}",
+        f"Summary: placeholder for {pkg.name} ({vendor.name})",
+        "License: LicenseRef-placeholder",
+        f"BuildArch: {pkg.arch}",
+        *([f"Requires: {pkg.requires}"] if pkg.requires else []),
+        *([f"Provides: {pkg.provides}"] if pkg.provides else []),
+        "%description",
+        "Stands in for the vendor's package in fleetforge's tests.",
+        "%install",
+        f"mkdir -p %{{buildroot}}/{MARKER_DIR}",
+        f"echo '{pkg.name} {pkg.evr} {pkg.arch}' > %{{buildroot}}{marker}",
+        "%files",
+        marker,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _build_rpm_repository(
+    repo: RpmRepository, root: Path, work: Path, gnupg: Path, keys: dict[str, tuple[str, str]]
+) -> None:
+    top = work / repo.path
+    specs = top / "SPECS"
+    specs.mkdir(parents=True)
+    for n, pkg in enumerate(repo.packages):
+        (specs / f"{n}.spec").write_text(_spec(pkg, repo.vendor))
+    defines = {
+        "_topdir": str(top),
+        "_build_id_links": "none",
+        "debug_package": "%{nil}",
+        "__os_install_post": "%{nil}",
+    }
+    args = [a for k, v in defines.items() for a in ("--define", f"{k} {v}")]
+    _run(["rpmbuild", "--quiet", "-bb", *args, *(str(p) for p in sorted(specs.iterdir()))])
+    base = root / repo.path
+    target = base / repo.packages_dir if repo.packages_dir else base
+    target.mkdir(parents=True, exist_ok=True)
+    built = sorted((top / "RPMS").rglob("*.rpm"))
+    for rpm in built:
+        shutil.copy2(rpm, target / rpm.name)
+    signing = repo.vendor.signing_key
+    if repo.gpgcheck and signing is not None:
+        sign = {
+            "__gpg": shutil.which("gpg") or "gpg",
+            "_gpg_path": str(gnupg),
+            "_gpg_name": keys[signing][0],
+            "_gpg_sign_cmd_extra_args": "--batch --pinentry-mode loopback",
+        }
+        sign_args = [a for k, v in sign.items() for a in ("--define", f"{k} {v}")]
+        _run(["rpmsign", *sign_args, "--addsign", *(str(target / r.name) for r in built)])
+    _run(["createrepo_c", "--quiet", "--no-database", str(base)])
+    if repo.repo_gpgcheck and signing is not None:
+        repomd = base / "repodata" / "repomd.xml"
+        _run(["gpg", "--homedir", str(gnupg), "--batch", "--yes", "--local-user", keys[signing][0],
+              "--armor", "--detach-sign", "--output", str(repomd) + ".asc", str(repomd)])  # fmt: skip
+    if repo.key_file and signing is not None:
+        (base / repo.key_file).write_text(keys[signing][1])
+
+
+def rpm_tools_present() -> bool:
+    return all(shutil.which(t) for t in RPM_TOOLS)
+
+
 def mirror_cache() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "fleetforge" / "mirror"
 
 
-def build_mirror(table: Table | None = None, cache: Path | None = None) -> Path:
+def build_mirror(table: Table | None = None, cache: Path | None = None, rpm: bool | None = None) -> Path:
     """The mirror's root directory for this table, built on first use and reused after.
 
     The directory name is the hash of the table and this builder, so an edit to either builds anew;
-    a finished build is renamed into place in one step, so a reader never sees half of one."""
+    a finished build is renamed into place in one step, so a reader never sees half of one. The rpm
+    side is built when rpm is true, or (None) when rpmbuild, rpmsign and createrepo_c are installed."""
     table = table or load_table()
     cache = cache or mirror_cache()
-    final = cache / table.digest
+    rpm = rpm_tools_present() if rpm is None else rpm
+    final = cache / (f"{table.digest}-rpm" if rpm and table.rpm_repositories else table.digest)
     if (final / ".complete").is_file():
         return final
-    absent = missing_tools()
+    absent = missing_tools() + ([t for t in RPM_TOOLS if shutil.which(t) is None] if rpm else [])
     if absent:
-        raise MirrorError(f"missing {', '.join(absent)}: apt-get install dpkg-dev gnupg")
+        raise MirrorError(f"missing {', '.join(absent)}: apt-get install dpkg-dev gnupg rpm createrepo-c")
     cache.mkdir(parents=True, exist_ok=True)
     # The keyring lives apart, under the system temp directory: gpg-agent's socket path must stay
     # short (108 bytes), however deep the cache is.
@@ -413,6 +616,10 @@ def build_mirror(table: Table | None = None, cache: Path | None = None) -> Path:
             keys = _generate_keys(table, gnupg)
             for repo in table.repositories:
                 _build_repository(repo, root, work / "stage", gnupg, keys)
+            if rpm:
+                for rpm_repo in table.rpm_repositories:
+                    _build_rpm_repository(rpm_repo, root, work / "rpmbuild", gnupg, keys)
+                (root / ".rpm").write_text("built\n")
             for vendor in table.vendors.values():
                 if vendor.signing_key is not None:
                     for key_path in vendor.key_paths:
@@ -453,6 +660,11 @@ class Mirror:
             for vendor in self.table.vendors.values()
             for var, path in vendor.role_vars.items()
         }
+
+    @property
+    def rpm(self) -> bool:
+        """Whether this build carries the rpm repositories too."""
+        return (self.root / ".rpm").is_file()
 
     def repo_url(self, path: str) -> str:
         return f"{self.url}/{path}"
