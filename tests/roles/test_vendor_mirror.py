@@ -194,6 +194,20 @@ def test_a_second_build_reuses_the_cache(table: Table, tmp_path: Path) -> None:
     assert first.parent == vendor_mirror.mirror_cache() and first.name.startswith(table.digest)
 
 
+def test_a_cold_build_replaces_week_old_builds_and_keeps_fresh_ones(table: Table, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    stale, fresh = cache / "0000000000000000", cache / "1111111111111111"
+    for old in (stale, fresh):
+        old.mkdir(parents=True)
+        (old / ".complete").write_text("old\n")
+    week_ago = time.time() - vendor_mirror.STALE_AFTER_S - 60
+    os.utime(stale / ".complete", (week_ago, week_ago))
+    root = vendor_mirror.build_mirror(table, cache, rpm=False)
+    assert root == cache / table.digest and (root / ".complete").is_file()
+    assert not stale.exists() and fresh.exists()
+    assert not list(cache.glob("build-*"))
+
+
 def test_the_cache_key_follows_the_table(tmp_path: Path) -> None:
     text = vendor_mirror.TABLE.read_text()
     edited = tmp_path / "vendor_packages.yaml"
@@ -353,6 +367,9 @@ def test_a_pin_without_the_epoch_is_refused(tmp_path: Path, mirror: Mirror, tabl
     done = apt.simulate("beegfs-client=7.4.5")
     assert done.returncode != 0
     assert "Version '7.4.5' for 'beegfs-client' was not found" in done.stderr
+    # A glob does not reach behind the epoch either: "7.4.5*" matches nothing, "20:7.4.5*" does.
+    assert "Version '7.4.5*' for 'beegfs-client' was not found" in apt.simulate("beegfs-client=7.4.5*").stderr
+    assert installs(apt.simulate("beegfs-client=20:7.4.5*")) == {"beegfs-client": "20:7.4.5"}
     assert installs(apt.simulate("beegfs-client=20:7.4.5")) == {"beegfs-client": "20:7.4.5"}
     assert "Candidate: 20:7.4.5" in apt.policy("beegfs-client")
 

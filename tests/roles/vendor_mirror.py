@@ -32,7 +32,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from functools import partial
@@ -49,6 +49,7 @@ RPM_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 RPM_VR_RE = re.compile(r"^[A-Za-z0-9._+~]+$")
 MARKER_DIR = "usr/share/fleetforge-mirror"
 ARCHES = ("amd64", "arm64")
+STALE_AFTER_S = 7 * 24 * 3600
 # Debian policy 5.6.1 (package names) and 5.6.12 (version: [epoch:]upstream[-revision]).
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 VERSION_RE = re.compile(r"^(?:(?P<epoch>[0-9]+):)?[0-9][A-Za-z0-9.+~:-]*$")
@@ -578,6 +579,14 @@ def _build_rpm_repository(
         (base / repo.key_file).write_text(keys[signing][1])
 
 
+def _prune(cache: Path, keep: Path) -> None:
+    """Drop builds of earlier tables unused for a week; a current one rebuilds in seconds anyway."""
+    cutoff = time.time() - STALE_AFTER_S
+    for old in cache.iterdir():
+        if old != keep and (old / ".complete").is_file() and (old / ".complete").stat().st_mtime < cutoff:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def rpm_tools_present() -> bool:
     return all(shutil.which(t) for t in RPM_TOOLS)
 
@@ -598,6 +607,8 @@ def build_mirror(table: Table | None = None, cache: Path | None = None, rpm: boo
     rpm = rpm_tools_present() if rpm is None else rpm
     final = cache / (f"{table.digest}-rpm" if rpm and table.rpm_repositories else table.digest)
     if (final / ".complete").is_file():
+        with suppress(OSError):
+            (final / ".complete").touch()
         return final
     absent = missing_tools() + ([t for t in RPM_TOOLS if shutil.which(t) is None] if rpm else [])
     if absent:
@@ -632,6 +643,7 @@ def build_mirror(table: Table | None = None, cache: Path | None = None, rpm: boo
                 # Another session finished the same build first; its copy is as good as this one.
                 if not (final / ".complete").is_file():
                     raise
+            _prune(cache, final)
         finally:
             # The secret keys die with the build: nothing can sign for this mirror afterwards.
             subprocess.run(
