@@ -1,0 +1,113 @@
+"""A fake fleet behind the loop's interfaces: hosts that are healthy or slow, a runner that writes
+their results as `fleetforge burnin` would (tests/validation/gate/helpers.py), an inventory the
+replacer edits, a replacer that swaps a host for the next spare, and a clock that only moves when
+the loop sleeps or a step takes time."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.results import ResultsWriter
+from tests.validation.gate.helpers import node_records
+from validation.actions import RejectedNode
+from validation.bringup import BurnIn, ReplaceOutcome
+from validation.gate import Reason
+
+SLOW = {"gemm_bf16_tflops": 0.5, "gemm_fp16_tflops": 0.5, "gemm_fp8_tflops": 0.5}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+@dataclass
+class FakeFleet:
+    """hosts: the inventory now; slow: the hosts that measure slow; spares: what replaces a host."""
+
+    hosts: list[str]
+    slow: set[str] = field(default_factory=set)
+    unreachable: set[str] = field(default_factory=set)
+    spares: list[str] = field(default_factory=list)
+    clock: FakeClock = field(default_factory=FakeClock)
+    path: Path = Path("/fake/inventory.yml")
+    runs: list[tuple[str, ...]] = field(default_factory=list)  # the hosts each burn-in ran on
+    replaced: list[list[str]] = field(default_factory=list)
+    fail_replace: set[str] = field(default_factory=set)
+    appear: bool = True  # replacements show up in the inventory
+    interrupt_run: int | None = None  # raise KeyboardInterrupt on this burn-in (1-based)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    # FleetRunner
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
+        assert inventory == self.path
+        ran = limit or tuple(self.hosts)
+        assert set(ran) <= set(self.hosts), (ran, self.hosts)
+        self.runs.append(limit)
+        if self.interrupt_run == len(self.runs):
+            raise KeyboardInterrupt
+        self.clock.t += 60
+        results = out_dir / "results"
+        results.mkdir(parents=True, exist_ok=True)
+        reasons: dict[str, list[Reason]] = {}
+        for host in ran:
+            if host in self.unreachable:
+                reasons[host] = [Reason("missing", None, None, None, "results", "unreachable: ssh refused")]
+                continue
+            run_id = f"r{next(self._ids)}"
+            records = node_records(host, scale=SLOW if host in self.slow else None, run_id=run_id)
+            with ResultsWriter(results / f"{host}.jsonl") as w:
+                for r in records:
+                    w.append(r)
+        return BurnIn(results_dir=results, host_reasons=reasons, summary={"status": "successful", "rc": 0})
+
+    # InventoryReader
+    def read_hosts(self) -> list[str]:
+        return list(self.hosts)
+
+    def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
+        return {h: {"ansible_host": "10.0.0.1"} for h in self.hosts}
+
+    # Replacer
+    name = "fake-replace"
+    keeps_names = False
+
+    def check(self, nodes: Sequence[RejectedNode]) -> None:
+        assert all(n.name in self.hosts for n in nodes)
+
+    def replace(self, nodes: Sequence[RejectedNode]) -> list[ReplaceOutcome]:
+        self.replaced.append([n.name for n in nodes])
+        out = []
+        for n in nodes:
+            if n.name in self.fail_replace:
+                out.append(ReplaceOutcome(n.name, False, "ClientError: throttled"))
+                continue
+            self.hosts.remove(n.name)
+            if self.appear:
+                self.hosts.append(self.spares.pop(0))
+            out.append(ReplaceOutcome(n.name, True, f"{n.name} marked unhealthy"))
+        return out
+
+
+class Inventory:
+    """The fleet's inventory side alone (InventoryReader's `hosts` name clashes with the field)."""
+
+    def __init__(self, fleet: FakeFleet) -> None:
+        self.fleet = fleet
+        self.path = fleet.path
+
+    def hosts(self) -> list[str]:
+        return self.fleet.read_hosts()
+
+    def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.fleet.hostvars()

@@ -1,0 +1,238 @@
+"""The replace-and-reburn loop against a fake fleet (fakes.py): which hosts each round burns in,
+what the gate judges, what is replaced and why, the budget, patterns, the record and resuming."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.validation.bringup.fakes import FakeFleet, Inventory
+from validation.bringup import (
+    RECORD_NAME,
+    BringupError,
+    BringupSettings,
+    Budget,
+    Outcome,
+    RecordError,
+    bring_up,
+)
+from validation.gate import FleetPlan, GateSettings
+
+NODES = ["node1", "node2", "node3"]
+
+
+def settings(out: Path, **kw: object) -> BringupSettings:
+    budget = kw.pop("budget", Budget())
+    return BringupSettings(
+        out_dir=out,
+        plan=FleetPlan("train-a", required=3, spares=0),
+        gate=GateSettings(),
+        sku="p5.48xlarge",
+        budget=budget,  # type: ignore[arg-type]
+        replace_timeout_s=600,
+        poll_s=30,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def run(fleet: FakeFleet, out: Path, **kw: object) -> Outcome:
+    return bring_up(settings(out, **kw), fleet, Inventory(fleet), fleet, clock=fleet.clock)
+
+
+def on_disk(out: Path) -> Any:
+    return json.loads((out / RECORD_NAME).read_text())
+
+
+def test_a_healthy_fleet_is_ready_in_round_one(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES))
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready" and outcome.result is not None
+    assert fleet.runs == [()]  # no limit: every inventory host
+    assert fleet.replaced == []
+    doc = on_disk(tmp_path)
+    assert doc["status"] == "ready"
+    (r1,) = doc["rounds"]
+    assert r1["round"] == 1 and r1["phase"] == "done" and r1["burned"] == NODES and r1["kept"] == []
+    assert r1["ready"] is True and r1["accepted"] and r1["rejected"] == [] and r1["replaced"] == []
+    assert r1["timings_s"]["burnin"] == 60 and r1["timings_s"]["total"] >= 60
+
+
+def test_a_reject_is_replaced_and_only_its_replacement_burned_in(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"])
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.runs == [(), ("node4",)]
+    assert fleet.replaced == [["node2"]]
+    doc = on_disk(tmp_path)
+    r1, r2 = doc["rounds"]
+    assert r1["rejected"] == ["node2"] and r1["ready"] is False
+    (rep,) = r1["replaced"]
+    assert rep["node"] == "node2" and rep["ok"] and rep["action"] == "fake-replace"
+    assert "floor:gemm_bf16_tflops" in rep["keys"] and any("gemm_bf16_tflops" in m for m in rep["reasons"])
+    assert r1["new_hosts"] == ["node4"] and r1["wait"]["complete"] is True
+    assert r2["burned"] == ["node4"] and r2["kept"] == ["node1", "node3"] and r2["ready"] is True
+    # The whole fleet is judged again: the kept nodes on their round-1 results, copied; the
+    # replaced node's results never again.
+    judged = sorted(p.name for p in (tmp_path / "round-2" / "results").glob("*.jsonl"))
+    assert judged == ["node1.jsonl", "node3.jsonl", "node4.jsonl"]
+    assert outcome.result is not None and sorted(v.node for v in outcome.result.nodes) == [
+        "node1",
+        "node3",
+        "node4",
+    ]
+    assert (tmp_path / "round-2/results/node1.jsonl").read_bytes() == (
+        tmp_path / "round-1/results/node1.jsonl"
+    ).read_bytes()
+    assert doc["slots"] == {"node1": "node1", "node2": "node2", "node3": "node3", "node4": "node2"}
+
+
+def test_a_slot_replaced_twice_for_the_same_reason_is_a_pattern_and_not_replaced_again(
+    tmp_path: Path,
+) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2", "node4", "node5"}, spares=["node4", "node5", "node6"])
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=5))
+    assert outcome.status == "budget-spent"
+    assert fleet.replaced == [["node2"], ["node4"]]  # never a third time
+    assert fleet.runs == [(), ("node4",), ("node5",)]
+    doc = on_disk(tmp_path)
+    assert doc["status"] == "budget-spent" and doc["replacements"] == 2
+    r3 = doc["rounds"][2]
+    (pattern,) = r3["patterns"]
+    assert pattern["slot"] == "node2" and pattern["node"] == "node5"
+    assert pattern["replaced_before"] == ["node2", "node4"]
+    assert "pattern" in pattern["message"] and "floor:gemm_bf16_tflops" in pattern["keys"]
+    assert outcome.reason is not None and "slot node2" in outcome.reason
+    assert r3["replaced"] == [] and r3["phase"] == "done"
+
+
+def test_a_slot_rejected_for_a_different_reason_is_replaced_again(tmp_path: Path) -> None:
+    fleet = FakeFleet(
+        list(NODES), slow={"node2", "node4"}, unreachable={"node5"}, spares=["node4", "node5", "node6"]
+    )
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=4))
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.replaced == [["node2"], ["node4"], ["node5"]]
+    assert fleet.runs[-1] == ("node6",)
+
+
+def test_the_rounds_budget_leaves_a_reject_unreplaced_in_the_last_round(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2", "node4"}, spares=["node4", "node5"])
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=2))
+    assert outcome.status == "budget-spent"
+    assert fleet.replaced == [["node2"]]  # the last round has no round after it to burn in a replacement
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert r2["not_replaced"][0]["node"] == "node4" and "--max-rounds 2" in r2["not_replaced"][0]["why"]
+
+
+def test_the_replacements_budget(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"])
+    outcome = run(fleet, tmp_path, budget=Budget(max_replacements=0))
+    assert outcome.status == "budget-spent" and fleet.replaced == []
+    assert outcome.reason is not None and "--max-replacements 0 spent" in outcome.reason
+
+
+def test_the_wall_budget_stops_before_another_round(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"])
+    # The burn-in takes 60 s on the fake clock: round 1 ends past the budget of 50 s.
+    outcome = run(fleet, tmp_path, budget=Budget(max_wall_s=50))
+    assert outcome.status == "budget-spent" and fleet.replaced == []
+    assert "--max-wall 50" in (outcome.reason or "")
+
+
+def test_replacements_that_never_appear_time_out_on_the_injected_clock(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, appear=False)
+    start = fleet.clock.t
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "budget-spent"
+    r1, r2 = on_disk(tmp_path)["rounds"]
+    assert r1["wait"]["complete"] is False and r1["wait"]["seconds"] == 600
+    assert r1["new_hosts"] == []
+    # Round 2 burns nothing in and judges the two kept hosts: too few for the job.
+    assert r2["burned"] == [] and r2["ready"] is False and r2["rejected"] == []
+    assert fleet.clock.t - start == pytest.approx(60 + 600)
+
+
+def test_a_failed_replacement_stops_the_loop_naming_the_node(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], fail_replace={"node2"})
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "action-failed" and "node2" in (outcome.reason or "")
+    rep = on_disk(tmp_path)["rounds"][0]["replaced"][0]
+    assert rep["ok"] is False and "throttled" in rep["detail"]
+
+
+def test_an_interrupted_round_is_redone_and_finished_rounds_are_not(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], interrupt_run=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    doc = on_disk(tmp_path)
+    assert [r["phase"] for r in doc["rounds"]] == ["done", "burn-in"]
+    fleet.interrupt_run = None
+    fleet.runs.clear()
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready"
+    assert fleet.runs == [("node4",)]  # round 1 is not burned in again
+    assert fleet.replaced == [["node2"]]  # nor is anything replaced twice
+    assert [r["round"] for r in on_disk(tmp_path)["rounds"]] == [1, 2]
+
+
+def test_an_interruption_while_waiting_resumes_at_the_wait_without_replacing_again(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], appear=False)
+
+    def interrupt(_: float) -> None:
+        raise KeyboardInterrupt
+
+    fleet.clock.sleep = interrupt  # type: ignore[method-assign,assignment]
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    assert on_disk(tmp_path)["rounds"][0]["phase"] == "replaced"
+    del fleet.clock.sleep
+    fleet.hosts.append("node4")  # the group brought the replacement up meanwhile
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready"
+    assert fleet.replaced == [["node2"]] and fleet.runs == [(), ("node4",)]
+
+
+def test_resume_of_a_ready_fleet_does_nothing(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES))
+    run(fleet, tmp_path)
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready" and fleet.runs == [()]
+
+
+def test_a_record_in_out_needs_resume_and_resume_needs_a_record(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES))
+    with pytest.raises(RecordError, match="no record to resume from"):
+        run(fleet, tmp_path / "none", resume=True)
+    run(fleet, tmp_path)
+    with pytest.raises(BringupError, match="--resume") as caught:
+        run(fleet, tmp_path)
+    assert caught.value.exit_name == "USAGE"
+
+
+def test_resume_refuses_another_fleets_record(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES))
+    run(fleet, tmp_path)
+    (tmp_path / RECORD_NAME).write_text(
+        (tmp_path / RECORD_NAME).read_text().replace('"fleet": "train-a"', '"fleet": "other"')
+    )
+    with pytest.raises(RecordError, match="'other'"):
+        run(fleet, tmp_path, resume=True)
+    (tmp_path / RECORD_NAME).write_text("{not json")
+    with pytest.raises(RecordError, match="not JSON"):
+        run(fleet, tmp_path, resume=True)
+
+
+@pytest.mark.parametrize(
+    ("kw", "word"),
+    [
+        ({"max_rounds": 0}, "max_rounds"),
+        ({"max_wall_s": 0}, "max_wall_s"),
+        ({"max_replacements": -1}, "max_rep"),
+    ],
+)
+def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> None:
+    with pytest.raises(ValueError, match=word):
+        Budget(**kw)  # type: ignore[arg-type]

@@ -1,0 +1,493 @@
+"""The loop: burn in, gate, replace the rejects, wait for the replacements, burn in only them,
+re-gate the whole fleet on the kept nodes' earlier results and the new ones, until READY or the
+budget is spent.
+
+A round:
+  1. burn-in  every inventory host without results (round 1: all of them) into round-N/results/,
+              beside copies of the kept hosts' results (a replaced host's are never copied again)
+  2. gate     the whole inventory: kept hosts on their earlier results and reasons, new on theirs
+  3. replace  every reject, unless its slot was already replaced twice for the same reason (a
+              pattern: a bad rack or image that a third instance will not fix) or the budget is spent
+  4. wait     until the group shows the replacements (re-reading the inventory) or the timeout
+
+A slot is a position in the fleet: the first round's host, then each replacement that stood in for
+it. When several nodes are replaced at once the group does not say which new instance stands in
+for which, so replaced and new hosts are paired in name order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fleet.results import read_results
+from validation.actions import rejected_nodes
+from validation.bringup.interfaces import BurnIn, Clock, FleetRunner, InventoryReader, Replacer, SystemClock
+from validation.bringup.record import RECORD_NAME, BringupRecord, RecordError
+from validation.fleetrun.hosts import HostListError
+from validation.gate import (
+    FleetPlan,
+    GateInputError,
+    GateResult,
+    GateSettings,
+    NodeVerdict,
+    Reason,
+    decide,
+    natural_key,
+)
+
+# Replacements of one slot for the same reason after which a reject there is a pattern.
+PATTERN_AFTER = 2
+
+
+class BringupError(RuntimeError):
+    """The loop cannot go on; `exit_name` names the fleetforge.exitcodes constant."""
+
+    def __init__(self, message: str, exit_name: str) -> None:
+        super().__init__(message)
+        self.exit_name = exit_name
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_rounds: int = 3
+    max_wall_s: float = 4 * 3600.0
+    max_replacements: int | None = None  # None: as many as the first round's inventory has hosts
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise ValueError(f"max_rounds {self.max_rounds}: allowed 1 or more")
+        if self.max_wall_s <= 0:
+            raise ValueError(f"max_wall_s {self.max_wall_s}: allowed more than 0")
+        if self.max_replacements is not None and self.max_replacements < 0:
+            raise ValueError(f"max_replacements {self.max_replacements}: allowed 0 or more")
+
+
+@dataclass(frozen=True)
+class BringupSettings:
+    out_dir: Path
+    plan: FleetPlan
+    gate: GateSettings
+    sku: str | None = None
+    sku_from: str = "the spec"
+    budget: Budget = Budget()
+    strict: bool = False  # READY only when no node is rejected, even one the spares cover
+    replace_timeout_s: float = 1200.0  # longest wait for the replacements of one round
+    poll_s: float = 30.0
+    resume: bool = False
+
+
+@dataclass
+class Outcome:
+    status: str  # ready | budget-spent | action-failed
+    reason: str | None
+    result: GateResult | None  # the last gate (None when resumed into a finished bring-up)
+    record: BringupRecord
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+
+def reason_keys(reasons: Sequence[Reason]) -> list[str]:
+    """What a reject was for, without the measured value: the same fault on another instance of
+    the slot gives the same key (outlier:gemm_fp32_tflops, missing, version:driver)."""
+    keys = {r.rule + (f":{r.metric or r.check}" if (r.metric or r.check) else "") for r in reasons}
+    return sorted(keys) or ["unknown"]
+
+
+def bring_up(
+    settings: BringupSettings,
+    runner: FleetRunner,
+    inventory: InventoryReader,
+    replacer: Replacer,
+    clock: Clock | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> Outcome:
+    """Run (or with settings.resume, continue) the loop. Raises BringupError, RecordError, or what
+    the runner, inventory or replacer raise before they change anything (their own error types)."""
+    path = settings.out_dir / RECORD_NAME
+    try:
+        settings.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BringupError(
+            f"--out {settings.out_dir}: cannot create it ({exc.strerror or exc})", "CANT_CREATE"
+        ) from None
+    if settings.resume:
+        record = BringupRecord.load(path)
+        if record.fleet != settings.plan.name or record.inventory != str(inventory.path):
+            raise RecordError(
+                f"{path}: a bring-up of fleet {record.fleet!r} over {record.inventory}, not of "
+                f"{settings.plan.name!r} over {inventory.path}; resume it with the same spec and inventory"
+            )
+        if record.status == "ready":
+            say(f"{path}: the fleet was already READY; nothing to do")
+            return Outcome("ready", record.stop_reason, None, record)
+        record.status = record.stop_reason = None
+    else:
+        if path.exists():
+            raise BringupError(
+                f"--out {settings.out_dir}: holds a bring-up record ({RECORD_NAME}); continue it with "
+                f"--resume or choose another --out",
+                "USAGE",
+            )
+        record = BringupRecord(fleet=settings.plan.name, inventory=str(inventory.path))
+    return _Loop(settings, runner, inventory, replacer, clock or SystemClock(), say, record).run()
+
+
+class _Loop:
+    def __init__(
+        self,
+        settings: BringupSettings,
+        runner: FleetRunner,
+        inventory: InventoryReader,
+        replacer: Replacer,
+        clock: Clock,
+        say: Callable[[str], None],
+        record: BringupRecord,
+    ) -> None:
+        self.s = settings
+        self.runner = runner
+        self.inventory = inventory
+        self.replacer = replacer
+        self.clock = clock
+        self.say = say
+        self.rec = record
+        self.path = settings.out_dir / RECORD_NAME
+        self._base_s = record.elapsed_s
+        self._t0 = clock.now()
+        # The inventory names the fleet's members: replacements join under names no spec lists.
+        self.plan = dataclasses.replace(settings.plan, hosts=())
+        self.last: GateResult | None = None
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def elapsed(self) -> float:
+        return self._base_s + (self.clock.now() - self._t0)
+
+    def save(self) -> None:
+        self.rec.elapsed_s = self.elapsed()
+        try:
+            self.rec.save(self.path)
+        except OSError as exc:
+            raise BringupError(f"{self.path}: cannot write the record ({exc})", "CANT_CREATE") from None
+
+    def stop(self, status: str, reason: str | None) -> Outcome:
+        self.rec.status, self.rec.stop_reason = status, reason
+        self.save()
+        return Outcome(status, reason, self.last, self.rec)
+
+    def replacement_budget(self) -> int:
+        if self.s.budget.max_replacements is not None:
+            return self.s.budget.max_replacements
+        first = self.rec.rounds[0].get("inventory", []) if self.rec.rounds else []
+        return len(first)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Outcome:
+        while True:
+            last = self.rec.rounds[-1] if self.rec.rounds else None
+            if last is not None and last["phase"] != "done":
+                current = last
+                self.say(f"round {current['round']}: resuming (it did not finish)")
+            else:
+                spent = self.spent()
+                if spent:
+                    return self.stop("budget-spent", spent)
+                current = {"round": len(self.rec.rounds) + 1, "phase": "burn-in"}
+                self.rec.rounds.append(current)
+            outcome = self.round(current)
+            if outcome is not None:
+                return outcome
+
+    def spent(self) -> str | None:
+        b = self.s.budget
+        if len(self.rec.rounds) >= b.max_rounds:
+            return (
+                f"--max-rounds {b.max_rounds}: {len(self.rec.rounds)} round(s) done, the fleet is not READY"
+            )
+        if self.elapsed() >= b.max_wall_s:
+            return f"--max-wall {b.max_wall_s:g} s: {self.elapsed():.0f} s spent, the fleet is not READY"
+        return None
+
+    def round(self, r: dict[str, Any]) -> Outcome | None:
+        if r["phase"] == "burn-in":
+            t0 = self.clock.now()
+            result = self.burn_and_gate(r)
+            self.last = result
+            if result.outcome(self.s.strict) == "ok":
+                self.finish(r, t0)
+                self.say(f"round {r['round']}: READY")
+                return self.stop("ready", None)
+            chosen = self.choose(result, r)
+            if not chosen:
+                self.finish(r, t0)
+                return self.stop("budget-spent", _nothing_left(r))
+            failed = self.replace(r, chosen)
+            r.setdefault("timings_s", {})["before_wait"] = round(self.clock.now() - t0, 3)
+            if failed:
+                return self.stop(
+                    "action-failed",
+                    f"the replace action failed on {', '.join(failed)}; act by hand, then --resume",
+                )
+        t0 = self.clock.now()
+        self.wait(r)
+        self.finish(r, t0)
+        return None
+
+    # ------------------------------------------------------------------ 1 and 2: burn-in, gate
+
+    def burn_and_gate(self, r: dict[str, Any]) -> GateResult:
+        n = r["round"]
+        timings: dict[str, float] = {}
+        r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[])
+        hosts = self.read_hosts()
+        results = self.s.out_dir / f"round-{n}" / "results"
+        try:
+            if results.exists():
+                shutil.rmtree(results)  # an interrupted attempt's files are never judged
+            results.mkdir(parents=True)
+        except OSError as exc:
+            raise BringupError(
+                f"{results}: cannot prepare it ({exc.strerror or exc})", "CANT_CREATE"
+            ) from None
+        kept: list[str] = []
+        for host in hosts:
+            earlier = self.rec.results.get(host)
+            if earlier is None:
+                continue
+            try:
+                shutil.copy2(earlier, results / f"{host}.jsonl")
+            except OSError:
+                continue  # its results are gone: it is burned in again rather than judged on nothing
+            kept.append(host)
+        burn = [h for h in hosts if h not in kept]
+        r.update(inventory=hosts, kept=kept, burned=burn)
+        self.save()
+        reasons: dict[str, list[Reason]] = {h: self.rec.reasons_of(h) for h in kept}
+        if burn:
+            self.say(
+                f"round {n}: burn-in on {len(burn)} host(s): {', '.join(burn)}"
+                + (f" ({len(kept)} kept on their earlier results)" if kept else "")
+            )
+            t = self.clock.now()
+            run = self.runner(self.inventory.path, results.parent, tuple(burn) if kept else ())
+            timings["burnin"] = round(self.clock.now() - t, 3)
+            reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
+            r["fleet_run"] = _run_summary(run)
+        else:
+            self.say(f"round {n}: no new host to burn in; judging the kept results again")
+        r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
+        t = self.clock.now()
+        files = [read_results(p) for p in sorted(results.glob("*.jsonl")) if p.stem in hosts]
+        try:
+            result = decide(
+                files,
+                sku=self.s.sku,
+                sku_from=self.s.sku_from,
+                settings=self.s.gate,
+                plan=self.plan,
+                expected=hosts,
+                host_reasons={h: x for h, x in reasons.items() if x},
+            )
+        except GateInputError as exc:
+            raise BringupError(f"gate: {exc} (results in {results})", "DATA") from None
+        timings["gate"] = round(self.clock.now() - t, 3)
+        f = result.fleet
+        r.update(
+            ready=f.ready,
+            outcome=result.outcome(self.s.strict),
+            accepted=list(f.accepted),
+            rejected=list(f.rejected),
+            verdicts={
+                v.node: {"verdict": v.verdict, "reasons": [x.as_dict() for x in v.reasons]}
+                for v in result.nodes
+            },
+        )
+        self.say(
+            f"round {n}: gate: {len(f.accepted)} accepted, {len(f.rejected)} rejected"
+            + (f" ({', '.join(f.rejected)})" if f.rejected else "")
+        )
+        self.save()
+        return result
+
+    def read_hosts(self) -> list[str]:
+        try:
+            return self.inventory.hosts()
+        except HostListError as exc:
+            raise BringupError(str(exc), "DATA") from None
+
+    # ------------------------------------------------------------------ 3: replace
+
+    def choose(self, result: GateResult, r: dict[str, Any]) -> list[tuple[NodeVerdict, list[str], str]]:
+        """The rejects to replace; the others go to the round's patterns or not_replaced."""
+        left = self.replacement_budget() - self.rec.replacements
+        last_round = r["round"] >= self.s.budget.max_rounds
+        out_of_time = self.elapsed() >= self.s.budget.max_wall_s
+        chosen = []
+        for v in result.nodes:
+            if v.accepted or v.node not in r["inventory"]:
+                continue
+            keys = reason_keys(v.reasons)
+            slot = self.rec.slots.get(v.node, v.node)
+            same = [h for h in self.rec.history.get(slot, []) if set(h["keys"]) & set(keys)]
+            if len(same) >= PATTERN_AFTER:
+                common = sorted(set(keys).intersection(*(set(h["keys"]) for h in same)) or keys)
+                r["patterns"].append(
+                    {
+                        "node": v.node,
+                        "slot": slot,
+                        "keys": common,
+                        "replaced_before": [h["node"] for h in same],
+                        "message": f"slot {slot}: {v.node} rejected for {', '.join(common)} after "
+                        f"{len(same)} replacements for the same reason ({', '.join(h['node'] for h in same)}): "
+                        f"a pattern (bad rack, bad image), not replaced again",
+                    }
+                )
+                self.say(f"round {r['round']}: PATTERN: {r['patterns'][-1]['message']}")
+                continue
+            why = None
+            if last_round:
+                why = f"--max-rounds {self.s.budget.max_rounds}: no round left to burn in a replacement"
+            elif out_of_time:
+                why = f"--max-wall {self.s.budget.max_wall_s:g} s spent"
+            elif left <= 0:
+                why = f"--max-replacements {self.replacement_budget()} spent"
+            if why is not None:
+                r["not_replaced"].append({"node": v.node, "slot": slot, "keys": keys, "why": why})
+                continue
+            chosen.append((v, keys, slot))
+            left -= 1
+        return chosen
+
+    def replace(self, r: dict[str, Any], chosen: Sequence[tuple[NodeVerdict, list[str], str]]) -> list[str]:
+        """Replace the chosen nodes; the names whose replacement failed."""
+        nodes = rejected_nodes(
+            [(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], self.read_hostvars()
+        )
+        self.replacer.check(nodes)
+        self.say(f"round {r['round']}: replacing {', '.join(n.name for n in nodes)} ({self.replacer.name})")
+        t = self.clock.now()
+        outcomes = {o.node: o for o in self.replacer.replace(nodes)}
+        r["timings_s"]["replace"] = round(self.clock.now() - t, 3)
+        failed = []
+        for v, keys, slot in chosen:
+            o = outcomes.get(v.node)
+            ok = o is not None and o.ok
+            detail = o.detail if o is not None else "the replace action reported nothing for this node"
+            r["replaced"].append(
+                {
+                    "node": v.node,
+                    "slot": slot,
+                    "keys": keys,
+                    "reasons": [x.message for x in v.reasons],
+                    "action": self.replacer.name,
+                    "ok": ok,
+                    "detail": detail,
+                }
+            )
+            if ok:
+                self.rec.replacements += 1
+                self.rec.history.setdefault(slot, []).append(
+                    {"round": r["round"], "node": v.node, "keys": keys}
+                )
+            else:
+                failed.append(v.node)
+        r["phase"] = "replaced"
+        self.save()
+        return failed
+
+    def read_hostvars(self) -> Mapping[str, Mapping[str, Any]]:
+        try:
+            return self.inventory.hostvars()
+        except HostListError as exc:
+            raise BringupError(str(exc), "DATA") from None
+
+    # ------------------------------------------------------------------ 4: wait
+
+    def wait(self, r: dict[str, Any]) -> None:
+        gone = sorted((x["node"] for x in r.get("replaced", []) if x["ok"]), key=natural_key)
+        before = list(r.get("inventory", []))
+        limit = max(0.0, min(self.s.replace_timeout_s, self.s.budget.max_wall_s - self.elapsed()))
+        self.say(f"round {r['round']}: waiting up to {limit:.0f} s for {len(gone)} replacement(s)")
+        t0 = self.clock.now()
+        hosts: list[str] = before
+        complete = False
+        while True:
+            try:
+                hosts = self.inventory.hosts()
+            except HostListError:
+                hosts = []  # a group between instances can list none for a moment
+            if self.replacer.keeps_names:
+                complete = bool(hosts)
+            else:
+                complete = not set(gone) & set(hosts) and len(hosts) >= len(before)
+            waited = self.clock.now() - t0
+            if complete or waited >= limit:
+                break
+            self.clock.sleep(min(self.s.poll_s, limit - waited))
+        new = [h for h in hosts if h not in before]
+        if self.replacer.keeps_names:
+            new += [h for h in gone if h in hosts]
+        new = sorted(new, key=natural_key)
+        for old, host in zip(gone, new, strict=False):
+            self.rec.slots[host] = self.rec.slots.get(old, old)
+        r["new_hosts"] = new
+        r["wait"] = {
+            "seconds": round(self.clock.now() - t0, 3),
+            "complete": complete,
+            "message": "the replacements are in the inventory"
+            if complete
+            else f"after {limit:.0f} s the inventory shows {len(new)} new host(s) for {len(gone)} replaced; "
+            "the next round judges what is there",
+        }
+        r["timings_s"]["wait"] = r["wait"]["seconds"]
+        self.say(f"round {r['round']}: {r['wait']['message']}" + (f": {', '.join(new)}" if new else ""))
+
+    # ------------------------------------------------------------------ end of a round
+
+    def finish(self, r: dict[str, Any], t0: float) -> None:
+        results = self.s.out_dir / f"round-{r['round']}" / "results"
+        saved = r.get("host_reasons", {})
+        for host in r.get("burned", []):
+            file = results / f"{host}.jsonl"
+            if file.is_file():
+                self.rec.results[host] = str(file)
+            else:
+                self.rec.results.pop(host, None)
+            if saved.get(host):
+                self.rec.host_reasons[host] = saved[host]
+            else:
+                self.rec.host_reasons.pop(host, None)
+        for x in r.get("replaced", []):
+            if x["ok"]:
+                self.rec.results.pop(x["node"], None)
+                self.rec.host_reasons.pop(x["node"], None)
+        for host in r.get("inventory", []):
+            self.rec.slots.setdefault(host, host)
+        r["phase"] = "done"
+        r["ended"] = _stamp()
+        timings = r.setdefault("timings_s", {})
+        timings["total"] = round(timings.get("before_wait", 0.0) + self.clock.now() - t0, 3)
+        self.save()
+
+
+def _nothing_left(r: Mapping[str, Any]) -> str:
+    parts = [p["message"] for p in r.get("patterns", [])]
+    parts += [f"{x['node']} not replaced: {x['why']}" for x in r.get("not_replaced", [])]
+    return "the fleet is not READY and nothing is left to replace: " + "; ".join(parts)
+
+
+def _run_summary(run: BurnIn) -> dict[str, Any]:
+    keep = ("status", "rc", "problem", "timings_s", "limited_to", "artifacts")
+    return {k: run.summary[k] for k in keep if k in run.summary} | {"problem": run.problem}
+
+
+def _stamp() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
