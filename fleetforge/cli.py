@@ -24,6 +24,7 @@ COMMANDS = (
     "fleetforge.commands.inventory",
     "fleetforge.commands.fleet",
     "fleetforge.commands.fabric",
+    "fleetforge.commands.bringup",
 )
 
 app = typer.Typer(

@@ -3,6 +3,7 @@
 OK = 0
 REJECTED = 1  # burn-in: a check failed its floor; gate: a node was rejected
 INCOMPLETE = 2  # burn-in: a check errored or timed out; gate: results missing or unreadable
+BUDGET_SPENT = 3  # bringup: rounds, wall time or replacements spent (or only patterns left), not READY
 USAGE = 64  # EX_USAGE: bad command line
 DATA = 65  # EX_DATAERR: the spec or another input file is invalid
 NO_INPUT = 66  # EX_NOINPUT: an input file does not exist or cannot be read

@@ -27,6 +27,10 @@ STATUSES = ("ready", "budget-spent", "action-failed")
 class RecordError(ValueError):
     """bringup.json cannot be resumed from (missing, not ours, another fleet)."""
 
+    def __init__(self, message: str, exit_name: str = "DATA") -> None:
+        super().__init__(message)
+        self.exit_name = exit_name
+
 
 @dataclass
 class BringupRecord:
@@ -73,7 +77,9 @@ class BringupRecord:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise RecordError(f"{path}: no record to resume from (run without --resume first)") from None
+            raise RecordError(
+                f"{path}: no record to resume from (run without --resume first)", "NO_INPUT"
+            ) from None
         except (OSError, UnicodeDecodeError) as exc:
             raise RecordError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
         except json.JSONDecodeError as exc:

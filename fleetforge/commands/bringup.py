@@ -1,0 +1,333 @@
+"""`fleetforge bringup --spec FILE (--inventory FILE | --stack-outputs FILE)`: from a deployed fleet
+to a READY one. Burn in every node, gate, replace the rejects through the cloud's group, burn in
+only the replacements, re-gate the whole fleet, until READY or the budget is spent; every round is
+recorded in `<out>/bringup.json` (validation/bringup/).
+
+Exit codes (docs/exit-codes.md): 0 READY; 3 the budget (rounds, wall time, replacements) is spent,
+or every reject left is a pattern, before the fleet is READY; 75 a replace action failed; 64 bad
+options (or a record in --out without --resume); 65 an unreadable inventory, spec, stack outputs or
+record, or results the gate cannot judge; 66 a missing input; 69 Ansible or the cloud SDK missing;
+73 --out cannot be written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.text import Text
+
+from fleet.text import printable
+from fleetforge import exitcodes, install
+from fleetforge.commands.fleet import _parse_vars
+from fleetforge.console import QUIET, VERBOSE_HELP, err, fail, load_spec_or_exit, out, print_json, verbosity
+from fleetforge.gating import (
+    LEVEL_HELP,
+    HtmlOption,
+    InventoryOutOption,
+    JsonOption,
+    JunitOption,
+    MinFleetOption,
+    PromOption,
+    StrictOption,
+    choose_sku,
+    parse_level,
+    print_verdict,
+    report_outputs,
+    write_reports,
+)
+
+if TYPE_CHECKING:
+    from fleet.spec import FleetSpec
+    from validation.bringup import FleetRunner, InventoryReader, Outcome, Replacer
+    from validation.fleetrun.run import FleetRunOptions
+
+# The cloud's replace action, by the spec's cloud.
+DEFAULT_REPLACE = {"aws": "aws-unhealthy", "gcp": "gcp-recreate", "azure": "azure-replace"}
+
+
+def bringup(
+    spec: Annotated[
+        Path,
+        typer.Option(metavar="FILE", help="Fleet spec: nodes and spares for READY, the gate's thresholds."),
+    ],
+    inventory: Annotated[
+        Path | None,
+        typer.Option(
+            "--inventory",
+            "-i",
+            metavar="FILE",
+            help="Ansible inventory of the deployed fleet, re-read each round (a cloud plugin config "
+            "re-reads the group).",
+        ),
+    ] = None,
+    stack_outputs: Annotated[
+        Path | None,
+        typer.Option(
+            "--stack-outputs",
+            metavar="FILE",
+            help="Stack outputs JSON (`pulumi stack output --json`): the inventory plugin config for the "
+            "fleet's group is written to <out>/inventory/ and used as --inventory.",
+        ),
+    ] = None,
+    replace: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ACTION",
+            help="How a reject is replaced: aws-unhealthy | gcp-recreate | azure-replace "
+            "(default: the spec's cloud's).",
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path,
+        typer.Option("--out", metavar="DIR", help="Folder for bringup.json and each round's round-N/."),
+    ] = Path("bringup"),
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from <out>/bringup.json after an interruption.")
+    ] = False,
+    max_rounds: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Most burn-in rounds (the first one included).")
+    ] = 3,
+    max_wall: Annotated[
+        int,
+        typer.Option(metavar="SECONDS", min=1, help="Most wall time, all rounds and waits together."),
+    ] = 4 * 3600,
+    max_replacements: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", min=0, help="Most nodes replaced in all (default: as many as the fleet has hosts)."
+        ),
+    ] = None,
+    replace_timeout: Annotated[
+        int,
+        typer.Option(
+            metavar="SECONDS", min=1, help="Longest wait for one round's replacements to appear in the group."
+        ),
+    ] = 1200,
+    poll: Annotated[
+        int, typer.Option(metavar="SECONDS", min=1, help="Seconds between re-reads of the inventory.")
+    ] = 30,
+    level: Annotated[str | None, typer.Option(metavar="LEVEL", help=LEVEL_HELP)] = None,
+    forks: Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")] = 10,
+    timeout: Annotated[
+        int, typer.Option(metavar="SECONDS", min=30, help="Seconds each host's burn-in may run.")
+    ] = 1800,
+    throttle: Annotated[
+        int, typer.Option(metavar="N", min=0, help="Most hosts measuring at once (0: as many as --forks).")
+    ] = 0,
+    wheelhouse: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Folder of wheels to install on the hosts instead of building."),
+    ] = None,
+    extra_package: Annotated[
+        list[str] | None,
+        typer.Option("--extra-package", metavar="PACKAGE", help="A package to install beside fleetforge."),
+    ] = None,
+    collectives: Annotated[
+        bool,
+        typer.Option("--collectives/--no-collectives", help="Measure an all-reduce across the burned hosts."),
+    ] = True,
+    var: Annotated[
+        list[str] | None,
+        typer.Option("--var", metavar="KEY=VALUE", help="A burnin role variable (repeatable, YAML value)."),
+    ] = None,
+    as_json: JsonOption = False,
+    junit: JunitOption = None,
+    html: HtmlOption = None,
+    prom: PromOption = None,
+    inventory_out: InventoryOutOption = None,
+    strict: StrictOption = False,
+    min_fleet: MinFleetOption = 3,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="Print only the outcome, not each step.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+) -> None:
+    """Burn in a deployed fleet, replace the rejects and burn in their replacements until READY."""
+    detail = verbosity(quiet, verbose)
+    outputs = report_outputs(junit, html, prom, inventory_out)
+    if (inventory is None) == (stack_outputs is None):
+        fail("give --inventory FILE or --stack-outputs FILE (exactly one)", exitcodes.USAGE)
+    if level is not None:
+        parse_level(level, None)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir}: not a folder", exitcodes.USAGE)
+    extravars = _parse_vars(var or [])
+    fleet_spec = load_spec_or_exit(spec)
+    chosen, sku_from = choose_sku(None, fleet_spec)
+    action = _replace_action(replace, fleet_spec)
+    if inventory is not None and not inventory.exists():
+        fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
+    inventory_path = (
+        inventory if inventory is not None else _inventory_from_outputs(stack_outputs, fleet_spec, out_dir)
+    )
+
+    from validation.bringup import BringupError, BringupSettings, Budget, RecordError, bring_up
+    from validation.fleetrun.run import FleetRunOptions
+    from validation.gate import FleetPlan, GateSettings
+
+    say = (lambda line: None) if detail == QUIET else (lambda line: err.print(Text(line)))
+    opts = FleetRunOptions(
+        source=install.source_root(),
+        ansible_root=install.ansible_root(),
+        inventory=inventory_path,
+        out_dir=out_dir,
+        sku=chosen or "auto",
+        level=level,
+        spec=spec,
+        forks=forks,
+        timeout_s=timeout,
+        throttle=throttle,
+        extra_packages=tuple(extra_package or ()),
+        wheelhouse=wheelhouse,
+        collectives=collectives,
+        extravars=extravars,
+    )
+    settings = BringupSettings(
+        out_dir=out_dir,
+        plan=FleetPlan.from_spec(fleet_spec),
+        gate=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet),
+        sku=chosen,
+        sku_from=sku_from,
+        budget=Budget(max_rounds=max_rounds, max_wall_s=float(max_wall), max_replacements=max_replacements),
+        strict=strict,
+        replace_timeout_s=float(replace_timeout),
+        poll_s=float(poll),
+        resume=resume,
+    )
+    replacer = _replacer(action)
+    try:
+        outcome = bring_up(settings, _runner(opts, say), _inventory_reader(inventory_path), replacer, say=say)
+    except (BringupError, RecordError) as exc:
+        fail(printable(str(exc)), getattr(exitcodes, getattr(exc, "exit_name", "DATA")))
+    except Exception as exc:
+        _known_failure(exc)
+        raise
+    if outcome.result is not None:
+        write_reports(outcome.result, outputs, fleet_spec, strict, spec)
+    if as_json:
+        doc: dict[str, Any] = outcome.record.to_json()
+        if outcome.result is not None:
+            from validation.reports.document import to_document
+
+            doc["gate"] = to_document(outcome.result, strict)
+        print_json(doc)
+    else:
+        if outcome.result is not None and detail > QUIET:
+            print_verdict(outcome.result, strict, detail)
+        _print_outcome(outcome)
+    raise typer.Exit(_exit_code(outcome))
+
+
+def _exit_code(outcome: Outcome) -> int:
+    return {
+        "ready": exitcodes.OK,
+        "budget-spent": exitcodes.BUDGET_SPENT,
+        "action-failed": exitcodes.ACTION_FAILED,
+    }[outcome.status]
+
+
+def _print_outcome(outcome: Outcome) -> None:
+    for r in outcome.record.rounds:
+        replaced = ", ".join(f"{x['node']} ({', '.join(x['keys'])})" for x in r.get("replaced", []))
+        line = (
+            f"round {r['round']}: burned in {len(r.get('burned', []))}, kept {len(r.get('kept', []))}, "
+            f"{len(r.get('accepted', []))} accepted, {len(r.get('rejected', []))} rejected"
+            + (f"; replaced {replaced}" if replaced else "")
+            + (f"; new {', '.join(r['new_hosts'])}" if r.get("new_hosts") else "")
+            + f" ({r.get('timings_s', {}).get('total', 0.0):.0f} s)"
+        )
+        out.print(Text(printable(line)))
+        for p in r.get("patterns", []):
+            out.print(Text("PATTERN ", style="bold red") + Text(printable(p["message"])))
+    n = len(outcome.record.rounds)
+    if outcome.ready:
+        out.print(Text(f"bringup: READY after {n} round(s)", style="bold green"))
+    else:
+        label = "BUDGET SPENT" if outcome.status == "budget-spent" else "ACTION FAILED"
+        out.print(
+            Text(f"bringup: {label} after {n} round(s): ", style="bold red")
+            + Text(printable(outcome.reason or ""))
+        )
+
+
+def _replace_action(name: str | None, fleet_spec: FleetSpec) -> str:
+    from validation.bringup.adapters import REPLACE_ACTIONS
+
+    if name is None:
+        default = DEFAULT_REPLACE.get(str(fleet_spec.cloud))
+        if default is None:
+            fail(
+                f"--replace: the spec's cloud {fleet_spec.cloud!r} has no group that replaces a node; "
+                f"allowed actions: {', '.join(REPLACE_ACTIONS)}",
+                exitcodes.USAGE,
+            )
+        return default
+    if name not in REPLACE_ACTIONS:
+        fail(f"--replace {printable(name)!r}; allowed: {', '.join(REPLACE_ACTIONS)}", exitcodes.USAGE)
+    return name
+
+
+def _inventory_from_outputs(path: Path | None, fleet_spec: FleetSpec, out_dir: Path) -> Path:
+    from fleet.atomic import write_atomic
+    from fleetforge.commands.inventory import _read_outputs
+    from stacks.ansible_inventory import InventoryConfigError, default_output_name, from_stack_outputs, render
+
+    assert path is not None
+    try:
+        doc = from_stack_outputs(_read_outputs(path))
+    except InventoryConfigError as exc:
+        fail(f"--stack-outputs {path}: {exc}", exitcodes.DATA)
+    target = out_dir / "inventory" / default_output_name(doc, fleet_spec.name)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, render(doc, str(path)))
+    except OSError as exc:
+        fail(f"--out {out_dir}: cannot write the inventory ({exc.strerror or exc})", exitcodes.CANT_CREATE)
+    return target
+
+
+# The seams the tests replace with fakes behind the same interfaces.
+
+
+def _runner(opts: FleetRunOptions, say: Any) -> FleetRunner:
+    from validation.bringup.adapters import AnsibleFleetRunner
+
+    return AnsibleFleetRunner(opts, say)
+
+
+def _inventory_reader(path: Path) -> InventoryReader:
+    from validation.bringup.adapters import AnsibleInventory
+
+    return AnsibleInventory(path)
+
+
+def _replacer(name: str) -> Replacer:
+    from validation.actions import ActionError
+    from validation.bringup.adapters import ActionReplacer
+
+    try:
+        return ActionReplacer.named(name)
+    except ActionError as exc:
+        fail(f"--replace: {exc}", getattr(exitcodes, exc.exit_name))
+
+
+def _known_failure(exc: Exception) -> None:
+    """The runner's, inventory's and actions' own errors: raised before they changed anything."""
+    from validation.actions import ActionError
+    from validation.fleetrun.hosts import HostListError, MissingAnsibleError
+    from validation.fleetrun.run import FleetRunError
+
+    if isinstance(exc, MissingAnsibleError):
+        fail(str(exc), exitcodes.UNAVAILABLE)
+    if isinstance(exc, HostListError):
+        fail(printable(str(exc)), exitcodes.DATA)
+    if isinstance(exc, FleetRunError | ActionError):
+        fail(printable(str(exc)), getattr(exitcodes, exc.exit_name))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bringup")(bringup)
