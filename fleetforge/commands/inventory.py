@@ -1,8 +1,14 @@
 """`fleetforge inventory SPEC | --stack-outputs FILE [-o FILE]`: the Ansible inventory for site.yml.
 
+A TPU fleet's VMs are no Compute Engine instances, so no inventory plugin lists them: for a TPU
+queued resource the command lists them through the TPU API (stacks.tpu_inventory) and writes a
+static inventory, which Ansible reads from a file named *.yml or *.yaml.
+
 Exit codes (docs/exit-codes.md): 0 written, 64 neither or both inputs, 65 the spec or the outputs
-cannot make an inventory (named field), 66 an input file missing or unreadable; 64 also when
--o cannot be written or is named so the cloud's plugin would not read it.
+cannot make an inventory (named field), or a TPU slice is not ready to be listed (named queued
+resource or node), 66 an input file missing or unreadable, 69 the TPU API cannot be asked (the
+`cloud` extra missing, no Application Default Credentials, the API refused); 64 also when -o
+cannot be written or is named so the cloud's plugin (or Ansible's YAML inventory) would not read it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from rich.text import Text
 from fleet.atomic import write_atomic
 from fleetforge import exitcodes
 from fleetforge.console import err, fail, load_spec_or_exit
+from stacks import tpu_inventory
 from stacks.ansible_inventory import (
     PLUGIN_FILE_SUFFIXES,
     InventoryConfigError,
@@ -25,6 +32,10 @@ from stacks.ansible_inventory import (
     from_stack_outputs,
     render,
 )
+
+# Ansible's YAML inventory plugin reads only these (its yaml_extensions), so a static inventory
+# written under another name would be parsed as INI and fail.
+STATIC_SUFFIXES = (".yml", ".yaml")
 
 
 def inventory(
@@ -36,7 +47,8 @@ def inventory(
         typer.Option(
             "--stack-outputs",
             help="Stack outputs JSON (`pulumi stack output --json`): writes the cloud's dynamic inventory "
-            "plugin configuration for the fleet's group.",
+            "plugin configuration for the fleet's group; for TPU slices, lists the TPU VMs through the "
+            "TPU API (Application Default Credentials) and writes a static inventory.",
         ),
     ] = None,
     output: Annotated[
@@ -44,7 +56,8 @@ def inventory(
         typer.Option(
             "-o",
             "--output",
-            help="Write here instead of stdout (the plugins need names ending aws_ec2.yml or gcp_compute.yml).",
+            help="Write here instead of stdout (the plugins need names ending aws_ec2.yml, gcp_compute.yml "
+            "or azure_rm.yml; a static inventory *.yml).",
         ),
     ] = None,
 ) -> None:
@@ -57,7 +70,12 @@ def inventory(
             source = str(spec)
         else:
             assert stack_outputs is not None
-            doc = from_stack_outputs(_read_outputs(stack_outputs))
+            outputs = _read_outputs(stack_outputs)
+            doc = (
+                _tpu_inventory(outputs, output)
+                if tpu_inventory.is_tpu_outputs(outputs)
+                else from_stack_outputs(outputs)
+            )
             source = str(stack_outputs)
     except InventoryConfigError as exc:
         fail(f"{source_name(spec, stack_outputs)}: {exc}", exitcodes.DATA)
@@ -69,12 +87,36 @@ def inventory(
             f"*{suffixes[0]}",
             exitcodes.USAGE,
         )
+
     text = render(doc, source)
     if output is None:
         typer.echo(text, nl=False)  # plain: the inventory is piped to files and tools
         return
     _write_atomically(output, text)
     err.print(Text(f"wrote {output}"))
+
+
+def _tpu_inventory(outputs: dict[str, Any], output: Path | None) -> dict[str, Any]:
+    """Lists the TPU VMs through the API; the -o name is checked first, so a bad name costs no call."""
+    if output is not None:
+        _check_static_name(output)
+    fleet = tpu_inventory.fleet_from_outputs(outputs)
+    try:
+        client = tpu_inventory.default_client()
+        return tpu_inventory.inventory(fleet, tpu_inventory.list_hosts(fleet, client))
+    except tpu_inventory.TpuApiUnavailable as exc:
+        fail(str(exc), exitcodes.UNAVAILABLE)
+
+
+def _check_static_name(output: Path) -> None:
+    if not output.name.endswith(STATIC_SUFFIXES) or output.name.endswith(
+        tuple(s for group in PLUGIN_FILE_SUFFIXES.values() for s in group)
+    ):
+        fail(
+            f"-o {output}: a static inventory is read by Ansible's YAML inventory from a file named *.yml "
+            "or *.yaml (and not named for a cloud plugin, such as *gcp_compute.yml)",
+            exitcodes.USAGE,
+        )
 
 
 def source_name(spec: Path | None, stack_outputs: Path | None) -> str:
