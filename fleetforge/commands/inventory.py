@@ -71,11 +71,7 @@ def inventory(
         else:
             assert stack_outputs is not None
             outputs = _read_outputs(stack_outputs)
-            doc = (
-                _tpu_inventory(outputs, output)
-                if tpu_inventory.is_tpu_outputs(outputs)
-                else from_stack_outputs(outputs)
-            )
+            doc = from_outputs(outputs, output)
             source = str(stack_outputs)
     except InventoryConfigError as exc:
         fail(f"{source_name(spec, stack_outputs)}: {exc}", exitcodes.DATA)
@@ -94,6 +90,15 @@ def inventory(
         return
     _write_atomically(output, text)
     err.print(Text(f"wrote {output}"))
+
+
+def from_outputs(outputs: dict[str, Any], output: Path | None = None) -> dict[str, Any]:
+    """The inventory document for stack outputs: a plugin configuration, or for TPU slices the
+    static inventory listed through the TPU API. Raises InventoryConfigError; exits 69 when the
+    TPU API cannot be asked and 64 when `output` is no name for a static inventory."""
+    if tpu_inventory.is_tpu_outputs(outputs):
+        return _tpu_inventory(outputs, output)
+    return from_stack_outputs(outputs)
 
 
 def _tpu_inventory(outputs: dict[str, Any], output: Path | None) -> dict[str, Any]:
