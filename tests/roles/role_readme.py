@@ -6,7 +6,9 @@
 The argument spec is the role's contract; the README is generated from it so the two cannot drift.
 The tags, the OS-specific values (vars/) and the facts other roles read are generated from the
 role's files for the same reason.
-An optional roles/<role>/docs/notes.md is appended as it is (design notes, what the tests cover).
+An optional roles/<role>/docs/vendor.md is appended as it is under "## Vendor repository" (the
+vendor's repository, packages and pins per OS, architecture and branch, with the source of each
+fact), then an optional roles/<role>/docs/notes.md (design notes, what the tests cover).
 A README written by hand (without the generated footer) is never overwritten; --check then only
 requires it to name every variable of the spec.
 """
@@ -151,6 +153,9 @@ def render(role: Path) -> str:
             )
     lines.append("")
     lines += _tags_section(role) + _os_values_section(role) + _facts_section(role)
+    vendor = role / "docs" / "vendor.md"
+    if vendor.exists():
+        lines += ["## Vendor repository", "", vendor.read_text().strip(), ""]
     notes = role / "docs" / "notes.md"
     if notes.exists():
         lines += [notes.read_text().strip(), ""]

@@ -300,11 +300,18 @@ def os_vars_violations(roles: Path) -> list[str]:
             )
             continue
         for f in vars_files:
-            names = set(yaml.safe_load(f.read_text()) or {})
-            for name in sorted(names):
+            values = yaml.safe_load(f.read_text()) or {}
+            # A helper the file's other values are built from counts as used by them.
+            helpers = {
+                n
+                for other, v in values.items()
+                for n in re.findall(rf"\b{prefix}\w+", _words(v))
+                if n != other
+            }
+            for name in sorted(values):
                 if not name.startswith(prefix):
                     found.append(f"{role.name}/vars/{f.name}: {name} is not named {prefix}*")
-                elif name not in used:
+                elif name not in used | helpers:
                     found.append(f"{role.name}/vars/{f.name}: {name} is never used")
         for distribution, version, family in PLATFORMS:
             chosen = _resolve(role, files, distribution, version, family)
