@@ -265,6 +265,7 @@ def _node(api: CannedApi, index: int, **changes: Any) -> None:
             "holds nodes tpu-v5p-64-slice-0, but the stack outputs name tpu-v5p-64-slice-0, tpu-v5p-64-slice-1",
         ),
     ],
+    ids=["queued", "repairing", "short-slice", "no-ip", "external-ip", "wrong-type", "other-nodes"],
 )
 def test_a_fleet_not_ready_to_list_exits_65_naming_what(
     api: CannedApi,
@@ -384,3 +385,24 @@ def test_help_does_not_load_the_tpu_client() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [("group", "name"), ("group", "project"), ("group", "zone"), ("fleet", "sku"), ("fabric", "placement")],
+)
+def test_hostile_stack_outputs_exit_65_before_any_call(
+    api: CannedApi,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    canary: Canary,
+    section: str,
+    key: str,
+) -> None:
+    outputs = tpu_outputs()
+    if key == "placement":
+        outputs[section][key]["tpu_nodes"] = [canary.pipe]
+    else:
+        outputs[section][key] = canary.pipe
+    code, err, target = inventory_cli(capsys, tmp_path, outputs)
+    assert code == exitcodes.DATA and api.sent == [] and not target.exists(), err
