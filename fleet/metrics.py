@@ -21,6 +21,14 @@ def _m(name: str, unit: str, higher: bool, description: str) -> tuple[str, Metri
     return name, Metric(name, unit, higher, description)
 
 
+# Checks the controller reads or writes beside a node's own: the node-side all-reduce across nodes
+# (validation/burnin/multinode.py) records MULTINODE_CHECK, and the fleet run's fabric stage appends
+# FABRIC_CHECK, with each host's figure over its pairs, to the fetched results.
+MULTINODE_CHECK = "multinode_collectives"
+MULTINODE_METRIC = "multinode_allreduce_busbw_gbps"
+FABRIC_CHECK = "fabric_pairs"
+FABRIC_METRIC = "fabric_pair_busbw_gbps"
+
 METRICS: dict[str, Metric] = dict(
     [
         _m("accelerator_count", "count", True, "accelerators the node reports"),
@@ -36,6 +44,12 @@ METRICS: dict[str, Metric] = dict(
         _m("d2h_gbps", "GB/s", True, "pinned device-to-host copy, slowest device"),
         _m("allreduce_busbw_gbps", "GB/s", True, "intra-node all-reduce bus bandwidth (nccl-tests)"),
         _m("multinode_allreduce_busbw_gbps", "GB/s", True, "all-reduce busbw across nodes (torchrun)"),
+        _m(
+            "fabric_pair_busbw_gbps",
+            "GB/s",
+            True,
+            "all-reduce busbw of the host's best pair in the fabric rounds (torchrun, two hosts)",
+        ),
         _m("fabric_ports_active", "count", True, "high-speed fabric ports in ACTIVE state"),
         _m("fabric_port_rate_gbitps", "Gb/s", True, "slowest active fabric port's link rate"),
         _m("fabric_loopback_gbitps", "Gb/s", True, "perftest loopback write bandwidth, slowest port"),

@@ -2,8 +2,10 @@
 
 ansible-runner drives playbooks/burnin.yml and the burnin role on every inventory host (install
 fleetforge from a controller-built bundle, burn in, all-reduce across nodes through torchrun,
-fetch <host>.jsonl), then the gate judges the fetched results with every inventory host expected:
-an unreachable host or a failed task is a reject with that reason, never a silent omission.
+fetch <host>.jsonl), then the fabric stage (2+ hosts): rounds of disjoint pairs measured at once
+(playbooks/fabric-round.yml), attributed to guilty hosts and suspect links; then the gate judges the
+fetched results with every inventory host expected: an unreachable host, a failed task or a guilty
+host is a reject with that reason, never a silent omission.
 
 Exit codes are the gate's (docs/exit-codes.md): without a spec 0 all accepted, 1 a host rejected
 on what it measured, 2 a host's results missing, errored or unreadable (an unreachable host, a
@@ -135,6 +137,22 @@ def burnin(
             metavar="SECONDS", min=10, help="Seconds for the all-reduce's rendezvous and measurement."
         ),
     ] = 300,
+    fabric: Annotated[
+        bool,
+        typer.Option(
+            "--fabric/--no-fabric",
+            help="After the burn-in, measure the hosts in pairs (rounds of disjoint pairs at once, a new "
+            "partner each round) and name the slow host or link; on for 2+ hosts.",
+        ),
+    ] = True,
+    fabric_rounds: Annotated[
+        int,
+        typer.Option(metavar="N", min=1, max=16, help="Rounds of pairs in the fabric stage."),
+    ] = 3,
+    fabric_timeout: Annotated[
+        int,
+        typer.Option(metavar="SECONDS", min=10, help="Seconds for one pair's rendezvous and measurement."),
+    ] = 120,
     var: Annotated[
         list[str] | None,
         typer.Option(
@@ -197,6 +215,9 @@ def burnin(
         wheelhouse=wheelhouse,
         collectives=collectives,
         collectives_timeout_s=collectives_timeout,
+        fabric=fabric,
+        fabric_rounds=fabric_rounds,
+        fabric_timeout_s=fabric_timeout,
         extravars=extravars,
         limit=_parse_limit(limit),
     )
@@ -233,7 +254,7 @@ def _judge(
 
     files = [read_results(p) for p in run.fetched]
     try:
-        return decide(
+        result = decide(
             files,
             sku=sku,
             sku_from=sku_from,
@@ -244,6 +265,10 @@ def _judge(
         )
     except GateInputError as exc:
         fail(f"gate: {exc} (results in {run.results_dir})", exitcodes.DATA)
+    if run.fabric is not None:
+        # Suspect links and inconclusive hosts reject nobody; the report still names them.
+        result.notes.extend(run.fabric.gate_notes())
+    return result
 
 
 def _parse_limit(value: str | None) -> tuple[str, ...]:
@@ -282,6 +307,13 @@ def _print_run(run: FleetRun) -> None:
     out.print(Text(line, style="bold"))
     if run.problem:
         out.print(Text(f"fleet run: {run.problem}", style="bold red"))
+    if run.fabric is not None:
+        out.print(Text(run.fabric.summary(), style="bold"))
+        for host, reasons in run.fabric.reasons().items():
+            for reason in reasons:
+                out.print(Text(f"  {host}: {reason.message}"))
+        for note in run.fabric.gate_notes():
+            out.print(Text(f"  {note}"))
 
 
 def register(app: typer.Typer) -> None:

@@ -5,10 +5,14 @@ happened on every host and which results came home.
       results/<host>.jsonl   fetched by the play (an earlier run's folder is kept as results.prev)
       ansible/               ansible-runner's private data dir: artifacts/<ident>/ holds every event
       bundle/                this run's fleetforge wheel
-      fleet-run.json         the run summary (hosts, exit codes, failures, timings)
+      fleet-run.json         the run summary (hosts, exit codes, failures, timings, fabric stage)
+
+After the burn-in play, the fabric stage (validation/fleetrun/fabric.py) pairs the hosts that burned
+in and runs playbooks/fabric-round.yml once per round; each host's best pair is appended to its
+results as `fabric_pair_busbw_gbps`, and the attribution's guilty hosts join the run's reasons.
 
 The gate (run by the caller) judges results/ with `expected=` every inventory host and this run's
-reasons per host, so an unreachable host or a failed task is a reject with its reason.
+reasons per host, so an unreachable host, a failed task or a guilty host is a reject with its reason.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from validation.fleetrun.events import (
     result_of,
     stopped_reasons,
 )
+from validation.fleetrun.fabric import AnsibleRounds, FabricStage, run_stage
 from validation.fleetrun.hosts import MissingAnsibleError, ansible_tool, list_hosts
 from validation.gate import Reason
 
@@ -76,6 +81,10 @@ class FleetRunOptions:
     collectives: bool = True
     collectives_port: int = 29400
     collectives_timeout_s: int = 300
+    # Pairwise rounds after the burn-in (fleets of 2+ hosts): which host or link is slow.
+    fabric: bool = True
+    fabric_rounds: int = 3
+    fabric_timeout_s: int = 120
     extravars: Mapping[str, object] = field(default_factory=dict)  # role variables, override all above
     cache_dir: Path = field(default_factory=default_cache)
     # Rerun only these hosts (the suspects of an earlier run into the same out_dir); the other
@@ -98,6 +107,7 @@ class FleetRun:
     artifacts: Path
     timings: dict[str, float]
     limited_to: tuple[str, ...] = ()  # the hosts this run burned in, when it reran a subset
+    fabric: FabricStage | None = None  # None: the stage was off (--no-fabric)
 
     def reasons(self) -> dict[str, list[Reason]]:
         """Per host, what the run found outside the results: for the gate's `host_reasons`."""
@@ -105,6 +115,9 @@ class FleetRun:
         if self.problem:
             with_results = {p.stem for p in self.fetched}
             for host, reasons in stopped_reasons(self.hosts, self.problem, with_results).items():
+                out.setdefault(host, []).extend(reasons)
+        if self.fabric is not None:
+            for host, reasons in self.fabric.reasons().items():
                 out.setdefault(host, []).extend(reasons)
         return out
 
@@ -129,8 +142,12 @@ class FleetRun:
             },
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "limited_to": list(self.limited_to),
+            "fabric": None if self.fabric is None else self.fabric.as_dict(),
             "hosts": {h: r.as_dict() for h, r in self.hosts.items()},
         }
+
+
+FABRIC_PLAYBOOK = "fabric-round.yml"
 
 
 def playbook_paths(root: Path | None) -> tuple[Path, Path]:
@@ -180,6 +197,26 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     hosts = host_runs(events, runner.stats, ran)
     problem = _run_problem(runner, events, run_time_limit(opts))
     fetched = sorted(results.glob("*.jsonl"))
+    fabric = None
+    if opts.fabric:
+        t_fabric = time.perf_counter()
+        fabric = _fabric_stage(
+            ansible_runner,
+            opts,
+            playbook,
+            roles,
+            binary,
+            extravars,
+            private,
+            expected,
+            ran,
+            hosts,
+            fetched,
+            problem,
+            say,
+        )
+        fabric.write_host_records(results)
+        fabric_s = time.perf_counter() - t_fabric
     run = FleetRun(
         expected=expected,
         hosts=hosts,
@@ -194,9 +231,11 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             "bundle": bundle_s,
             "playbook": play_s,
             "burnin": phase_seconds(events, BURNIN_TASK),
+            **({"fabric": fabric_s} if fabric is not None else {}),
             "total": time.perf_counter() - t0,
         },
         limited_to=tuple(ran) if opts.limit else (),
+        fabric=fabric,
     )
     write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
     return run
@@ -211,7 +250,10 @@ def _run_playbook(
     extravars: Mapping[str, object],
     private: Path,
     say: Callable[[str], None],
+    limit: Sequence[str] | None = None,
+    timeout: int | None = None,
 ) -> Any:
+    hosts = opts.limit if limit is None else limit
     return ansible_runner.run(
         private_data_dir=str(private),
         project_dir=str(playbook.parent),
@@ -224,10 +266,102 @@ def _run_playbook(
         quiet=True,
         suppress_env_files=True,
         rotate_artifacts=5,
-        limit=",".join(opts.limit) or None,
-        timeout=run_time_limit(opts),
+        limit=",".join(hosts) or None,
+        timeout=run_time_limit(opts) if timeout is None else timeout,
         event_handler=_Progress(say),
     )
+
+
+def fabric_ready(
+    ran: Sequence[str],
+    hosts: Mapping[str, HostRun],
+    fetched: Sequence[Path],
+    problem: str | None,
+    kept: Sequence[str] = (),
+) -> tuple[list[str], dict[str, str]]:
+    """The hosts the fabric rounds pair: those that burned in without a failed task and whose results
+    came home; the others (already rejected with their reasons) are left out, with why.
+
+    `kept` are the hosts a rerun (--limit) did not burn in again but whose earlier results stay:
+    they are paired too, so a rerun host has partners proven healthy and every host's figure comes
+    from the same rounds."""
+    with_results = {p.stem for p in fetched}
+    ready: list[str] = [h for h in kept if h in with_results and problem is None]
+    left_out: dict[str, str] = {}
+    for host in ran:
+        hr = hosts.get(host)
+        if problem is not None:
+            left_out[host] = f"the burn-in play did not finish: {problem}"
+        elif hr is None or not hr.ok:
+            left_out[host] = "unreachable or a task failed in the burn-in play"
+        elif host not in with_results:
+            left_out[host] = "no results came back from the burn-in"
+        else:
+            ready.append(host)
+    return ready, left_out
+
+
+def fabric_time_limit(opts: FleetRunOptions) -> int:
+    """One round's play: the pairs' own limit plus the copies, polls and reads around it."""
+    return int(opts.fabric_timeout_s + 240)
+
+
+def _fabric_stage(
+    ansible_runner: Any,
+    opts: FleetRunOptions,
+    burnin_playbook: Path,
+    roles: Path,
+    binary: Path,
+    extravars: Mapping[str, object],
+    private: Path,
+    expected: Sequence[str],
+    ran: Sequence[str],
+    hosts: Mapping[str, HostRun],
+    fetched: Sequence[Path],
+    problem: str | None,
+    say: Callable[[str], None],
+) -> FabricStage:
+    kept = [h for h in expected if h not in ran] if opts.limit else []
+    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept)
+    playbook = burnin_playbook.parent / FABRIC_PLAYBOOK
+    base = {
+        **extravars,
+        "burnin_fabric_timeout_s": int(opts.fabric_timeout_s),
+        **{k: v for k, v in opts.extravars.items() if k.startswith("burnin_fabric_")},
+    }
+    round_no = [0]
+
+    def play(round_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
+        round_no[0] += 1
+        say(f"fabric round {round_no[0]}: {len(limit) // 2} pair(s) at once")
+        try:
+            runner = _run_playbook(
+                ansible_runner,
+                opts,
+                playbook,
+                roles,
+                binary,
+                {**base, **round_vars},
+                private,
+                say,
+                limit=limit,
+                timeout=fabric_time_limit(opts),
+            )
+        except ansible_runner.exceptions.AnsibleRunnerException as exc:
+            say(f"fabric round {round_no[0]}: ansible-runner could not start the play: {exc}")
+            return []
+        return list(runner.events)
+
+    if len(ready) >= 2:
+        say(f"fabric: {len(ready)} host(s) in up to {opts.fabric_rounds} round(s) of pairs")
+    measure = AnsibleRounds(
+        play,
+        base_port=int(opts.collectives_port) + 1,
+        stage_id=str(extravars.get("burnin_collectives_id") or "fleetforge") + "-fabric",
+    )
+    stage = run_stage(ready, measure, rounds=opts.fabric_rounds, left_out=left_out)
+    say(stage.summary())
+    return stage
 
 
 def write_extravars(private: Path, extravars: Mapping[str, object]) -> Path:

@@ -1,0 +1,283 @@
+"""The fleet run's fabric stage without hosts: a fake play answers each round as ansible-runner's
+events would (the pair's record read back, a failed wait, an unreachable host), and the stage's
+pairs, attribution, gate reasons and appended host figures are checked, through the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, METRICS, MULTINODE_CHECK, MULTINODE_METRIC
+from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results
+from tests.conftest import ROOT
+from validation.fabric.model import Pair, Round
+from validation.fleetrun.events import HostRun
+from validation.fleetrun.fabric import (
+    READ_TASK,
+    START_TASK,
+    WAIT_TASK,
+    AnsibleRounds,
+    FabricStage,
+    pair_result,
+    read_round,
+    round_vars,
+    run_stage,
+)
+from validation.fleetrun.run import FABRIC_PLAYBOOK, FleetRun, fabric_ready
+from validation.gate import decide
+
+HOSTS = ["h0", "h1", "h2", "h3"]
+RUN = {"run_id": "r1", "sku": "cpu", "level": "quick", "started": "2026-12-01T08:00:00.000+00:00"}
+
+
+def record(node: str, status: str = "pass", busbw: float | None = None, reason: str | None = None) -> str:
+    rec = CheckRecord.model_validate(
+        {
+            **RUN,
+            "node": node,
+            "check": MULTINODE_CHECK,
+            "status": status,
+            "metrics": {} if busbw is None else {MULTINODE_METRIC: busbw},
+            "reason": reason,
+            "backend": "torch-gloo",
+            "duration_s": 1.0,
+        }
+    )
+    return rec.to_json()
+
+
+def ok(host: str, task: str, **res: Any) -> dict[str, Any]:
+    return {"event": "runner_on_ok", "event_data": {"host": host, "task": task, "res": res}}
+
+
+def failed(host: str, task: str, **res: Any) -> dict[str, Any]:
+    return {"event": "runner_on_failed", "event_data": {"host": host, "task": task, "res": res}}
+
+
+def unreachable(host: str, task: str, msg: str) -> dict[str, Any]:
+    return {"event": "runner_on_unreachable", "event_data": {"host": host, "task": task, "res": {"msg": msg}}}
+
+
+class FakeFleet:
+    """Answers a round's play: each host's pair busbw is the slower side's rate (a host's link
+    limits every pair it is in); `dead` hosts are unreachable, `hung` pairs time out."""
+
+    def __init__(
+        self,
+        rate: Mapping[str, float],
+        dead: Sequence[str] = (),
+        from_round: int = 1,
+        no_torch: bool = False,
+    ) -> None:
+        self.rate = dict(rate)
+        self.dead = set(dead)
+        self.from_round = from_round
+        self.no_torch = no_torch
+        self.calls: list[tuple[dict[str, Any], list[str]]] = []
+
+    def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+        mapping = extravars["burnin_fabric_round"]
+        assert isinstance(mapping, dict)
+        self.calls.append((mapping, list(limit)))
+        dead = self.dead if len(self.calls) >= self.from_round else set()
+        events: list[dict[str, Any]] = []
+        for host in limit:
+            members = str(mapping[host]["members"]).split(",")
+            partner = next(m for m in members if m != host)
+            if host in dead:
+                events.append(unreachable(host, START_TASK, "Failed to connect to the host via ssh"))
+            elif partner in dead:
+                events.append(
+                    failed(host, WAIT_TASK, rc=2, msg="non-zero return code", stderr="rendezvous timed out")
+                )
+            elif self.no_torch:
+                events.append(
+                    ok(host, READ_TASK, stdout=record(host, "skip", reason="PyTorch is not installed"))
+                )
+            else:
+                bw = min(self.rate[host], self.rate[partner])
+                events.append(ok(host, READ_TASK, stdout=record(host, busbw=bw)))
+        return events
+
+
+def stage_of(fleet: Callable[..., list[dict[str, Any]]], hosts: Sequence[str] = HOSTS) -> FabricStage:
+    measure = AnsibleRounds(fleet, base_port=29401, stage_id="fleetforge-abc-fabric")
+    return run_stage(hosts, measure, rounds=3)
+
+
+def test_round_vars_give_each_pair_its_own_rendezvous_and_both_hosts_the_same() -> None:
+    round_ = Round(0, (Pair.of("h0", "h3"), Pair.of("h1", "h2")), idle=("h4",))
+    got = round_vars(round_, base_port=29401, stage_id="s")
+    assert set(got) == {"h0", "h1", "h2", "h3"}  # the idle host does nothing
+    assert (
+        got["h0"]
+        == got["h3"]
+        == {"members": "h0,h3", "endpoint_host": "h0", "port": 29401, "rdzv_id": "s-r0-p0"}
+    )
+    assert (
+        got["h1"]
+        == got["h2"]
+        == {"members": "h1,h2", "endpoint_host": "h1", "port": 29402, "rdzv_id": "s-r0-p1"}
+    )
+
+
+def test_every_round_is_one_play_limited_to_its_pairs() -> None:
+    fleet = FakeFleet({h: 1.0 for h in HOSTS})
+    stage = stage_of(fleet)
+    assert stage.status == "measured"
+    assert len(fleet.calls) == 3  # rounds, not hosts or pairs
+    for mapping, limit in fleet.calls:
+        assert sorted(limit) == HOSTS
+        ids = {m["rdzv_id"] for m in mapping.values()}
+        assert len(ids) == 2  # two pairs at once, distinct ids
+    partners = {h: set(stage.schedule.partners(h)) for h in HOSTS} if stage.schedule else {}
+    assert partners["h0"] == {"h1", "h2", "h3"}
+
+
+def test_the_slow_host_alone_is_guilty_with_its_pairs_named() -> None:
+    stage = stage_of(FakeFleet({"h0": 1.0, "h1": 1.05, "h2": 0.1, "h3": 0.97}))
+    reasons = stage.reasons()
+    assert list(reasons) == ["h2"]
+    (reason,) = reasons["h2"]
+    assert reason.rule == "outlier" and reason.metric == FABRIC_METRIC
+    for partner in ("h0", "h1", "h3"):
+        assert partner in reason.message
+    assert reason.message.startswith("fabric: bad with every partner (3 of 3)")
+    assert stage.attribution is not None
+    assert stage.attribution.figures["h2"].best_gbps == pytest.approx(0.1)
+    assert stage.attribution.figures["h0"].best_gbps == pytest.approx(1.0)
+    assert stage.gate_notes() == []
+    assert "guilty: h2" in stage.summary()
+
+
+def test_a_healthy_fleet_rejects_nobody() -> None:
+    stage = stage_of(FakeFleet({"h0": 1.0, "h1": 1.04, "h2": 0.96, "h3": 0.99}))
+    assert stage.reasons() == {} and stage.attribution is not None and stage.attribution.clean
+
+
+def test_a_host_lost_mid_stage_is_unreachable_and_its_partners_are_judged_on_completed_pairs() -> None:
+    fleet = FakeFleet({h: 1.0 for h in HOSTS}, dead=["h3"], from_round=2)
+    stage = stage_of(fleet)
+    reasons = stage.reasons()
+    assert sorted(reasons) == ["h3"]
+    rules = [r.rule for r in reasons["h3"]]
+    assert rules[0] == "missing" and "unreachable during the fabric rounds" in reasons["h3"][0].message
+    assert stage.attribution is not None
+    failed_pairs = [r for r in stage.results if r.busbw_gbps is None]
+    assert len(failed_pairs) == 2 and all("h3" in r.pair for r in failed_pairs)
+    assert all("h3 unreachable" in (r.reason or "") for r in failed_pairs)
+    for h in ("h0", "h1", "h2"):
+        assert stage.attribution.figures[h].best_gbps == 1.0
+
+
+def test_a_failed_pair_names_the_failing_side_never_both_members() -> None:
+    seen = read_round(
+        [
+            failed("h1", WAIT_TASK, rc=2, msg="non-zero return code"),
+            ok("h0", READ_TASK, stdout=record("h0", "error", reason="no result within 120 s")),
+        ]
+    )
+    result, skip = pair_result(Pair.of("h0", "h1"), seen)
+    assert result.busbw_gbps is None and not skip
+    assert (result.reason or "").startswith("h1: Wait for the all-reduce of the pair")
+
+
+def test_a_record_that_is_not_the_pairs_is_a_failed_pair() -> None:
+    other = record("h0", busbw=1.0).replace(MULTINODE_CHECK, "collectives")
+    seen = read_round([ok("h0", READ_TASK, stdout=other), ok("h1", READ_TASK, stdout="{not json")])
+    assert "no record of the pair's all-reduce" in seen.problems["h0"]
+    assert "unreadable" in seen.problems["h1"]
+    missing, _ = pair_result(Pair.of("h2", "h3"), seen)
+    assert missing.reason == "h2: no record of the pair came back"
+
+
+def test_without_pytorch_on_any_host_the_stage_is_skipped_with_the_reason() -> None:
+    fleet = FakeFleet({h: 1.0 for h in HOSTS}, no_torch=True)
+    stage = stage_of(fleet)
+    assert stage.status == "skipped" and "PyTorch is not installed" in (stage.reason or "")
+    assert len(fleet.calls) == 1  # no point in another round
+    assert stage.reasons() == {}
+    assert stage.gate_notes() == [f"fabric rounds not measured: {stage.reason}"]
+
+
+def test_one_host_has_nothing_to_pair() -> None:
+    fleet = FakeFleet({"h0": 1.0})
+    stage = stage_of(fleet, ["h0"])
+    assert stage.status == "skipped" and fleet.calls == []
+
+
+def test_only_hosts_that_burned_in_are_paired(tmp_path: Path) -> None:
+    runs = {"h0": HostRun("h0"), "h1": HostRun("h1", unreachable="ssh: no route"), "h2": HostRun("h2")}
+    fetched = [tmp_path / "h0.jsonl", tmp_path / "h1.jsonl"]
+    ready, left_out = fabric_ready(["h0", "h1", "h2"], runs, fetched, None)
+    assert ready == ["h0"]
+    assert set(left_out) == {"h1", "h2"}
+    ready, left_out = fabric_ready(["h0"], runs, fetched, "the fleet run passed its time limit")
+    assert ready == [] and "did not finish" in left_out["h0"]
+    # A rerun of h0 alone pairs it with the hosts whose earlier results stay (h1's), not with nobody.
+    ready, _ = fabric_ready(["h0"], {"h0": HostRun("h0")}, fetched, None, kept=["h1", "h3"])
+    assert ready == ["h1", "h0"]
+
+
+def _results(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    for h in HOSTS:
+        with ResultsWriter(results / f"{h}.jsonl") as w:
+            w.append(RunRecord.model_validate({**RUN, "node": h, "checks": []}))
+    return results
+
+
+def test_host_figures_reach_the_gate_and_the_guilty_host_is_rejected(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    stage = stage_of(FakeFleet({"h0": 1.0, "h1": 1.05, "h2": 0.1, "h3": 0.97}))
+    assert stage.write_host_records(results) == HOSTS
+    checks = read_results(results / "h2.jsonl").checks
+    (fig,) = [c for c in checks if c.check == FABRIC_CHECK]
+    assert fig.status == "pass" and fig.metrics[FABRIC_METRIC] == pytest.approx(0.1)
+    assert "h0 0.1 GB/s (slow)" in fig.findings[0]
+    run = FleetRun(
+        expected=HOSTS,
+        hosts={h: HostRun(h) for h in HOSTS},
+        results_dir=results,
+        fetched=sorted(results.glob("*.jsonl")),
+        status="successful",
+        rc=0,
+        problem=None,
+        bundle=None,
+        artifacts=tmp_path,
+        timings={},
+        fabric=stage,
+    )
+    gate = decide(
+        [read_results(p) for p in run.fetched], sku="cpu", expected=HOSTS, host_reasons=run.reasons()
+    )
+    # The hosts carry no burn-in checks here, so the cpu SKU's own metrics are missing on every
+    # host; what the fabric stage added is judged on h2 alone, by its reason and by the outlier rule.
+    fabric = {
+        v.node: [r for r in v.reasons if r.check == FABRIC_CHECK or r.metric == FABRIC_METRIC]
+        for v in gate.nodes
+    }
+    assert [h for h, rs in fabric.items() if rs] == ["h2"], fabric
+    assert any(r.message.startswith("fabric: bad with every partner") for r in fabric["h2"])
+    assert {v.node: v.metrics.get(FABRIC_METRIC) for v in gate.nodes}["h0"] == pytest.approx(1.0)
+    document = run.as_dict()["fabric"]
+    assert isinstance(document, dict)
+    assert len(document["rounds"]) == 3 and len(document["pairs"]) == 6
+    assert document["attribution"]["guilty"][0]["host"] == "h2"
+
+
+def test_names_shared_with_the_node_side_and_the_role_agree() -> None:
+    from validation.burnin import multinode
+
+    assert (multinode.CHECK, multinode.METRIC) == (MULTINODE_CHECK, MULTINODE_METRIC)
+    assert METRICS[FABRIC_METRIC].higher_is_better
+    tasks = yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text())
+    names = {t["name"] for t in tasks} | {b["name"] for t in tasks for b in t.get("block", [])}
+    assert {READ_TASK, WAIT_TASK, START_TASK} <= names
+    play = yaml.safe_load((ROOT / "playbooks" / FABRIC_PLAYBOOK).read_text())
+    (include,) = play[0]["tasks"]
+    assert include["ansible.builtin.include_role"] == {"name": "burnin", "tasks_from": "fabric_round.yml"}

@@ -1,0 +1,349 @@
+"""The fleet run's fabric stage: pairwise all-reduce rounds over the hosts that burned in, then
+attribution (validation/fabric/) of which host or link is slow, handed to the gate.
+
+Each round is one ansible-runner play of playbooks/fabric-round.yml, limited to the round's hosts,
+with `burnin_fabric_round` mapping each host to its pair (members, rendezvous host, port, id): every
+pair runs the node-side all-reduce with its two hosts only, all pairs at once. The play's
+"Read the pair's record" task returns the record the pair wrote; a pair whose hosts left no passing
+record (timeout, rendezvous error, host unreachable mid-stage) is a failed pair, attributed like a
+slow one, never a reject of every member.
+
+What the gate gets: each host's best pair as its metric `fabric_pair_busbw_gbps` (a FABRIC_CHECK
+record appended to the host's fetched results, so floors and the fleet-relative rule judge it), and
+as `host_reasons` a reject for every guilty host naming the pairs it was bad in, and for a host
+that became unreachable during the rounds. Suspect links and inconclusive hosts are notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
+from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, utc_now
+from validation.fabric.attribute import attribute
+from validation.fabric.model import Attribution, Pair, PairResult, Round, Schedule
+from validation.fabric.schedule import pairing_schedule
+from validation.fabric.stage import run_schedule
+from validation.fleetrun.events import clean, failure_message, result_of
+from validation.gate import Reason, natural_key
+
+# Task names in roles/burnin/tasks/fabric_round.yml the controller reads (a test keeps them in step).
+READ_TASK = "Read the pair's record"
+WAIT_TASK = "Wait for the all-reduce of the pair"
+START_TASK = "Start the all-reduce of the pair"
+
+# A play of one round: the round's role variables and the hosts to limit it to in, events out.
+PlayRound = Callable[[Mapping[str, object], Sequence[str]], Sequence[Mapping[str, Any]]]
+
+
+class FabricSkipped(Exception):
+    """No pair of a round could measure (no PyTorch on the hosts): the stage has nothing to judge."""
+
+
+def round_vars(round_: Round, *, base_port: int, stage_id: str) -> dict[str, dict[str, object]]:
+    """`burnin_fabric_round` for one round: every paired host -> its pair's rendezvous. Each pair has
+    its own id (a late host of another pair or round cannot join it) and port."""
+    out: dict[str, dict[str, object]] = {}
+    for i, pair in enumerate(round_.pairs):
+        spec: dict[str, object] = {
+            "members": f"{pair.a},{pair.b}",
+            "endpoint_host": pair.a,
+            "port": base_port + i,
+            "rdzv_id": f"{stage_id}-r{round_.index}-p{i}",
+        }
+        out[pair.a] = dict(spec)
+        out[pair.b] = dict(spec)
+    return out
+
+
+@dataclass
+class RoundEvents:
+    """What one round's play said per host: the pair record read back, or why there is none."""
+
+    records: dict[str, CheckRecord] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+
+
+def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
+    seen = RoundEvents()
+    for e in events:
+        kind = e.get("event")
+        data = e.get("event_data") or {}
+        host, task = data.get("host"), str(data.get("task") or "")
+        if not isinstance(host, str):
+            continue
+        res = result_of(data)
+        if kind == "runner_on_unreachable":
+            msg = clean(str(res.get("msg") or "unreachable"))
+            seen.unreachable.setdefault(host, msg)
+            seen.problems.setdefault(host, f"{host} unreachable: {msg}")
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            seen.problems.setdefault(host, f"{host}: {task}: {failure_message(task, res)}")
+        elif kind == "runner_on_ok" and task == READ_TASK:
+            try:
+                record = parse_line(str(res.get("stdout") or ""))
+            except ValueError as exc:
+                seen.problems.setdefault(host, f"{host}: the pair's record is unreadable: {exc}")
+                continue
+            if not isinstance(record, CheckRecord) or record.check != MULTINODE_CHECK:
+                seen.problems.setdefault(host, f"{host}: no record of the pair's all-reduce was written")
+                continue
+            seen.records[host] = record
+    return seen
+
+
+def pair_result(pair: Pair, seen: RoundEvents) -> tuple[PairResult, bool]:
+    """The pair's measurement from both hosts' records, failing closed; and whether it was a skip
+    (the hosts cannot run the all-reduce at all, which is not the fabric's fault)."""
+    problems = [seen.problems[h] for h in (pair.a, pair.b) if h in seen.problems]
+    if problems:
+        return PairResult(pair, None, "; ".join(problems)[:500]), False
+    records = [seen.records.get(h) for h in (pair.a, pair.b)]
+    for host, rec in zip((pair.a, pair.b), records, strict=True):
+        if rec is None:
+            return PairResult(pair, None, f"{host}: no record of the pair came back"), False
+    got = [r for r in records if r is not None]
+    skips = [r for r in got if r.status == "skip"]
+    if skips:
+        return PairResult(pair, None, f"not measured: {skips[0].reason or 'skipped'}"), len(skips) == len(got)
+    for host, rec in zip((pair.a, pair.b), got, strict=True):
+        if rec.status != "pass" or MULTINODE_METRIC not in rec.metrics:
+            why = clean(rec.reason or rec.error or rec.status)
+            return PairResult(pair, None, f"{host}: {rec.status}: {why}"), False
+    # Both records hold the slowest rank's time, so they agree; the lower one counts if they do not.
+    return PairResult(pair, min(r.metrics[MULTINODE_METRIC] for r in got)), False
+
+
+class AnsibleRounds:
+    """A `RoundRunner` that measures a round through one play (`play`) and reads back its events."""
+
+    def __init__(self, play: PlayRound, *, base_port: int, stage_id: str) -> None:
+        self.play = play
+        self.base_port = base_port
+        self.stage_id = stage_id
+        self.unreachable: dict[str, str] = {}
+        self.backend = ""
+
+    def __call__(self, round_: Round, /) -> Sequence[PairResult]:
+        mapping = round_vars(round_, base_port=self.base_port, stage_id=self.stage_id)
+        hosts = sorted(mapping, key=natural_key)
+        seen = read_round(self.play({"burnin_fabric_round": mapping}, hosts))
+        for host, msg in seen.unreachable.items():
+            self.unreachable.setdefault(host, msg)
+        for rec in seen.records.values():
+            self.backend = self.backend or rec.backend
+        out: list[PairResult] = []
+        skipped: list[str] = []
+        for pair in round_.pairs:
+            result, skip = pair_result(pair, seen)
+            out.append(result)
+            if skip:
+                skipped.append(result.reason or "skipped")
+        if round_.pairs and len(skipped) == len(round_.pairs):
+            raise FabricSkipped(skipped[0])
+        return out
+
+
+@dataclass
+class FabricStage:
+    """The stage as it ran: what it measured, what attribution made of it, what the gate gets."""
+
+    status: str  # measured | skipped
+    hosts: tuple[str, ...]
+    reason: str | None = None
+    schedule: Schedule | None = None
+    results: tuple[PairResult, ...] = ()
+    notes: tuple[str, ...] = ()
+    attribution: Attribution | None = None
+    unreachable: dict[str, str] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)  # host -> why it was not paired
+    seconds: float = 0.0
+    backend: str = ""  # the pairs' all-reduce (torch-gloo, torch-nccl)
+
+    def reasons(self) -> dict[str, list[Reason]]:
+        """Per host, the gate's rejects from the stage: unreachable during it, or guilty."""
+        out: dict[str, list[Reason]] = {}
+        for host, msg in self.unreachable.items():
+            out.setdefault(host, []).append(
+                Reason(
+                    "missing",
+                    FABRIC_CHECK,
+                    None,
+                    msg,
+                    "reachable over SSH",
+                    f"unreachable during the fabric rounds: {msg}",
+                )
+            )
+        if self.attribution is None:
+            return out
+        for finding in self.attribution.guilty:
+            fig = self.attribution.figures.get(finding.host)
+            failed = finding.kind == "failed_with_every_partner"
+            out.setdefault(finding.host, []).append(
+                Reason(
+                    "error" if failed else "outlier",
+                    FABRIC_CHECK,
+                    FABRIC_METRIC,
+                    None if fig is None else fig.best_gbps,
+                    self.attribution.rule.limit_gbps,
+                    f"fabric: {finding.reason}",
+                )
+            )
+        return out
+
+    def gate_notes(self) -> list[str]:
+        """What the gate's report says beside the rejects: suspect links and inconclusive hosts."""
+        if self.status != "measured":
+            return [f"fabric rounds not measured: {self.reason}"] if self.reason else []
+        notes: list[str] = []
+        a = self.attribution
+        if a is not None:
+            for link in a.suspect_links:
+                shown = "; ".join(e.describe() for e in link.evidence)
+                notes.append(
+                    f"fabric: suspect link {link.pair.a}-{link.pair.b} (bad only together, neither host "
+                    f"rejected for it): {shown}"
+                )
+            for finding in a.inconclusive:
+                notes.append(f"fabric: {finding.host} inconclusive: {finding.reason}")
+        return notes + [f"fabric: {n}" for n in self.notes]
+
+    def write_host_records(self, results_dir: Path) -> list[str]:
+        """Append each host's figure over its pairs to its fetched results; the hosts written."""
+        if self.attribution is None:
+            return []
+        by_host: dict[str, list[str]] = {}
+        for j in self.attribution.pairs:
+            for h in (j.result.pair.a, j.result.pair.b):
+                by_host.setdefault(h, []).append(j.describe(h))
+        written: list[str] = []
+        for host, fig in self.attribution.figures.items():
+            path = results_dir / f"{host}.jsonl"
+            if fig.best_gbps is None or not path.is_file():
+                continue
+            runs = read_results(path).runs
+            if not runs:
+                continue
+            run = runs[-1]
+            record = CheckRecord(
+                run_id=run.run_id,
+                node=run.node,
+                sku=run.sku,
+                level=run.level,
+                started=utc_now(),
+                check=FABRIC_CHECK,
+                status="pass",
+                metrics={FABRIC_METRIC: fig.best_gbps},
+                findings=[
+                    f"best of {fig.completed} completed pair(s) ({fig.failed} failed): "
+                    + "; ".join(by_host.get(host, []))
+                ],
+                backend=self.backend,
+                duration_s=round(self.seconds, 3),
+            )
+            with ResultsWriter(path) as writer:
+                writer.append(record)
+            written.append(host)
+        return written
+
+    def summary(self) -> str:
+        """One line for the run's text output."""
+        if self.status != "measured" or self.schedule is None or self.attribution is None:
+            return f"fabric: not measured: {self.reason}"
+        a = self.attribution
+        done = [r.busbw_gbps for r in self.results if r.busbw_gbps is not None]
+        median = a.rule.median_gbps
+        parts = [
+            f"fabric: {len(self.schedule.rounds)} round(s), {len(self.results)} pair(s), "
+            f"{len(done)} completed"
+            + (f", median {median:.4g} GB/s" if median is not None else "")
+            + f" ({self.seconds:.0f} s)"
+        ]
+        if a.guilty:
+            parts.append("guilty: " + ", ".join(a.guilty_hosts))
+        if a.suspect_links:
+            parts.append("suspect links: " + ", ".join(f"{x.pair.a}-{x.pair.b}" for x in a.suspect_links))
+        if a.inconclusive:
+            parts.append("inconclusive: " + ", ".join(f.host for f in a.inconclusive))
+        if len(parts) == 1:
+            parts.append("no host or link singled out")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "hosts": list(self.hosts),
+            "left_out": dict(self.left_out),
+            "rounds": []
+            if self.schedule is None
+            else [
+                {"index": r.index, "pairs": [[p.a, p.b] for p in r.pairs], "idle": list(r.idle)}
+                for r in self.schedule.rounds
+            ],
+            "pairs": [
+                {
+                    "hosts": [r.pair.a, r.pair.b],
+                    "busbw_gbps": r.busbw_gbps,
+                    "reason": r.reason,
+                    "round": r.round,
+                }
+                for r in self.results
+            ],
+            "attribution": None if self.attribution is None else self.attribution.as_dict(),
+            "unreachable": dict(self.unreachable),
+            "notes": list(self.notes),
+            "backend": self.backend,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def run_stage(
+    hosts: Sequence[str],
+    measure: AnsibleRounds,
+    *,
+    rounds: int,
+    seed: int | None = None,
+    left_out: Mapping[str, str] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> FabricStage:
+    """Pair `hosts` for `rounds` rounds, measure each round with `measure`, attribute."""
+    import time
+
+    now = clock or time.perf_counter
+    t0 = now()
+    ordered = tuple(sorted(hosts, key=natural_key))
+    skipped_out = dict(left_out or {})
+    if len(ordered) < 2:
+        why = f"{len(ordered)} host(s) ready for the fabric rounds: nothing to pair"
+        return FabricStage("skipped", ordered, why, left_out=skipped_out)
+    schedule = pairing_schedule(ordered, rounds, seed)
+    try:
+        ran = run_schedule(schedule, measure)
+    except FabricSkipped as exc:
+        return FabricStage(
+            "skipped",
+            ordered,
+            str(exc),
+            schedule=schedule,
+            unreachable=dict(measure.unreachable),
+            left_out=skipped_out,
+            seconds=now() - t0,
+        )
+    attribution = attribute(ordered, ran.results)
+    return FabricStage(
+        "measured",
+        ordered,
+        schedule=schedule,
+        results=ran.results,
+        notes=ran.notes,
+        attribution=attribution,
+        unreachable=dict(measure.unreachable),
+        left_out=skipped_out,
+        seconds=now() - t0,
+        backend=measure.backend,
+    )
