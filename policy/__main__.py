@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -22,6 +22,9 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+
+if TYPE_CHECKING:  # an annotation only: the pack needs no more of pulumi_policy at run time
+    from pulumi_policy import PolicyResource
 
 try:
     from policy import rules  # a fleetforge environment (the project's venv, tests)
@@ -49,7 +52,7 @@ def stack_policy(rule: rules.StackRule) -> StackValidationPolicy:
     return StackValidationPolicy(name=rule.name, description=rule.description, validate=validate)
 
 
-def _resource(r: Any) -> rules.Resource:
+def _resource(r: PolicyResource) -> rules.Resource:
     # Stack policies see outputs: the id is among the props of a created resource.
     return rules.Resource(r.resource_type, r.name, r.props, id=r.props.get("id"), urn=r.urn)
 
