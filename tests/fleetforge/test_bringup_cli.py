@@ -57,6 +57,8 @@ def test_a_reject_replaced_and_ready_in_round_two_exits_0(
     assert "round 1: replacing node2 (fake-replace)" in err
     assert fleet.runs == [(), ("node4",)]
     assert json.loads((bed["out"] / "bringup.json").read_text())["status"] == "ready"
+    junit = (bed["out"] / "gate.xml").read_text()  # the last gate's, for CI
+    assert 'failures="0"' in junit and "node4" in junit and "node2" not in junit
 
 
 def test_a_replacement_also_slow_is_a_pattern_and_the_budget_exit_code(
