@@ -100,6 +100,39 @@ def test_an_interrupted_bringup_resumes_from_its_record(
     assert fleet.runs == [(), ("node4",), ("node4",)]  # round 2 redone, round 1 not
 
 
+def test_stack_outputs_become_the_inventory_the_loop_reads(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.stacks.test_ansible_inventory import aws_outputs
+
+    outputs = bed["out"].parent / "outputs.json"
+    outputs.write_text(json.dumps(aws_outputs()))
+    read: list[Path] = []
+    fleet = fake(monkeypatch, bed, FakeFleet(["node1", "node2", "node3"]))
+    written = bed["out"] / "inventory" / "train-a.aws_ec2.yml"
+    fleet.path = written
+
+    def reader(path: Path) -> Inventory:
+        read.append(path)
+        return Inventory(fleet)
+
+    monkeypatch.setattr(command, "_inventory_reader", reader)
+    code, _, err = run(
+        capsys, "bringup", "--spec", bed["spec"], "--stack-outputs", outputs, "--out", bed["out"]
+    )
+    assert code == exitcodes.OK, err
+    assert read == [written]
+    plugin = yaml.safe_load(written.read_text().replace("!unsafe ", ""))
+    assert plugin["plugin"] == "amazon.aws.aws_ec2"
+    outputs.write_text(
+        json.dumps({"fleet": {"sku": "p5.48xlarge"}, "group": {"kind": "aws-autoscaling-group"}})
+    )
+    code, _, err = run(
+        capsys, "bringup", "--spec", bed["spec"], "--stack-outputs", outputs, "--out", bed["out"] / "2"
+    )
+    assert code == exitcodes.DATA and "group.node_filter" in err
+
+
 @pytest.mark.parametrize(
     ("extra", "code", "words"),
     [
