@@ -234,6 +234,10 @@ CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
             "https://downloads.whamcloud.com/public/lustre/lustre-2.15.4/ubuntu2204/client",
         ),
         (
+            "lustre_client", "debian12", "x86_64", {"lustre_client_version": "2.15.4"}, "__lustre_client_repo_url",
+            "https://downloads.whamcloud.com/public/lustre/lustre-2.15.4/debian12/client",
+        ),
+        (
             "lustre_client", "rhel96", "x86_64", {"lustre_client_version": "2.15.7"}, "__lustre_client_repo_url",
             "https://downloads.whamcloud.com/public/lustre/lustre-2.15.7/el9.6/client",
         ),
