@@ -35,6 +35,9 @@ from stacks.gcp_context import GROUP_LABEL, Context
 from stacks.gcp_layout import NicPlan
 from stacks.gcp_network import Networks
 
+# Google's Cluster Toolkit blueprint catalog runs A3 Ultra and A4 on this family of this project
+# (docs.cloud.google.com/cluster-toolkit/docs/setup/cluster-blueprint-catalog); the 550 and 580
+# branches are published the same way.
 IMAGE_PROJECT = "ubuntu-os-accelerator-images"
 IMAGE_FAMILY = "ubuntu-accelerator-2204-amd64-with-nvidia-570"
 BOOT_DISK_GIB = 512  # image plus container images and logs; data lives on Lustre

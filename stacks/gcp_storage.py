@@ -48,7 +48,9 @@ def filesystem(
             per_unit_storage_throughput=(
                 str(fs.throughput_mbps_per_tib) if fs.throughput_mbps_per_tib is not None else None
             ),
-            # The Dynamic tier has no fixed throughput; the API turns it on through its options.
+            # The Dynamic tier has no fixed throughput; the API turns it on through its options, and with
+            # DEFAULT_CACHE per_unit_storage_throughput must be unset or zero (Managed Lustre v1 API,
+            # DynamicTierOptions.Mode: cloud.google.com/managed-lustre/docs/reference).
             dynamic_tier_options=(
                 gcp.lustre.InstanceDynamicTierOptionsArgs(mode="DEFAULT_CACHE") if fs.dynamic else None
             ),
