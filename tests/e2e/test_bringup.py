@@ -6,12 +6,15 @@ cloud's replacement, already booted. h2 is capped at a tenth of a core for real 
 for the whole bring-up. The test double behind the Replacer interface does what a cloud's group
 does when a node is marked unhealthy: the node leaves the group (the inventory) and a fresh
 instance joins it. The loop must reject h2 in round 1, replace it, burn in h3 alone in round 2
-(h0 and h1 are judged again on their round-1 results) and end READY.
+(h0 and h1 are judged again on their round-1 results) and end READY. The bring-up is interrupted
+as round 2 starts and resumed from its record: round 1 is not redone, h2 not replaced again.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import json
 import shutil
 import tarfile
 import time
@@ -26,7 +29,15 @@ from tests.e2e.fleet import MEASURE, VALIDATION, throttled_periods
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
 from validation.actions import RejectedNode
-from validation.bringup import RECORD_NAME, BringupSettings, Budget, ReplaceOutcome, bring_up
+from validation.bringup import (
+    RECORD_NAME,
+    BringupSettings,
+    Budget,
+    BurnIn,
+    FleetRunner,
+    ReplaceOutcome,
+    bring_up,
+)
 from validation.bringup.adapters import AnsibleFleetRunner, AnsibleInventory
 from validation.fleetrun.run import FleetRunOptions
 from validation.gate import FleetPlan, GateSettings
@@ -68,6 +79,20 @@ class StandInGroup:
             out.append(ReplaceOutcome(node.name, True, f"{node.name} left the group"))
         self.write()
         return out
+
+
+class InterruptedOnce:
+    """Stops the bring-up as round 2's burn-in starts, as a Ctrl-C or a lost controller would."""
+
+    def __init__(self, runner: FleetRunner) -> None:
+        self.runner = runner
+        self.calls = 0
+
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
+        self.calls += 1
+        if self.calls == 2:
+            raise KeyboardInterrupt
+        return self.runner(inventory, out_dir, limit)
 
 
 def spec(path: Path, hosts: Sequence[TestHost]) -> Path:
@@ -152,8 +177,12 @@ def test_a_slow_host_is_replaced_and_only_its_replacement_burned_in_ready_in_two
     )
     before = throttled_periods(h2)
     t0 = time.monotonic()
-    with hosts.cpu_limit(h2, 0.1):
-        outcome = bring_up(settings, runner, AnsibleInventory(inventory), group, say=said.append)
+    with hosts.cpu_limit(h2, 0.1), pytest.raises(KeyboardInterrupt):
+        bring_up(settings, InterruptedOnce(runner), AnsibleInventory(inventory), group, say=said.append)
+    interrupted = json.loads((out / RECORD_NAME).read_text())
+    assert [r["phase"] for r in interrupted["rounds"]] == ["done", "burn-in"], "\n".join(said)
+    resumed = dataclasses.replace(settings, resume=True)
+    outcome = bring_up(resumed, runner, AnsibleInventory(inventory), group, say=said.append)
     wall = time.monotonic() - t0
     record = outcome.record.to_json()
     explain = (
@@ -166,7 +195,7 @@ def test_a_slow_host_is_replaced_and_only_its_replacement_burned_in_ready_in_two
     measured = [r for r in r1["verdicts"]["h2"]["reasons"] if r["rule"] in ("outlier", "floor")]
     assert measured, explain
     assert [x["node"] for x in r1["replaced"]] == ["h2"] and r1["new_hosts"] == ["h3"], explain
-    assert group.replaced == ["h2"]
+    assert group.replaced == ["h2"]  # once: the resumed loop did not replace it again
     # Round 2 burns in the replacement alone and judges the whole fleet.
     assert r2["burned"] == ["h3"] and r2["kept"] == ["h0", "h1"], explain
     assert r2["ready"] is True and sorted(r2["accepted"]) == ["h0", "h1", "h3"], explain
