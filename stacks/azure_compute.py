@@ -6,10 +6,9 @@ placement group, which holds at most 100 VMs; its capacity counts the spares. A 
 100 nodes is one scale set; 250 is three. Choices:
 
 - Image: `spec.image` (a marketplace URN `publisher:offer:sku:version` or an image resource id),
-  or the Gen2 Ubuntu 22.04 HPC image (microsoft-dsvm:ubuntu-hpc:2204) at a pinned version, so a
-  replacement node boots what the fleet was burnt in on; an image change is an explicit edit with
-  a visible diff, never "latest". (azure-native has no marketplace image-version lookup, so the
-  pin is made here rather than read at deploy time.)
+  or the Gen2 Ubuntu 22.04 HPC image (microsoft-dsvm:ubuntu-hpc:2204) at the newest version Azure
+  publishes in the location, pinned exactly at deploy time (stacks.azure_image), never "latest":
+  a replacement node boots what the fleet was burnt in on.
 - SSH keys only: `disablePasswordAuthentication`, no admin password; the key comes from
   `azure.ssh_public_key` or Pulumi config `fleetforge:sshPublicKey`, and the program refuses to
   run without one.
@@ -35,11 +34,8 @@ import pulumi
 from pulumi_azure_native import compute, managedidentity
 
 from stacks.azure_context import SSH_KEY_CONFIG, AzureFleetArgs, Context
+from stacks.azure_image import DEFAULT_IMAGE, pinned_version
 
-IMAGE_PUBLISHER = "microsoft-dsvm"
-IMAGE_OFFER = "ubuntu-hpc"
-IMAGE_SKU = "2204"
-IMAGE_VERSION = "22.04.2024102301"
 ADMIN_USER = "fleetforge"
 OS_DISK_GIB = 256  # image plus container images and logs; data lives on Lustre
 # Catalog sizes Azure documents as supporting Trusted Launch (see above): none of the ND v5 sizes.
@@ -136,10 +132,15 @@ def ssh_key(args: AzureFleetArgs) -> str:
     return key
 
 
-def image_reference(image: str | None) -> compute.ImageReferenceArgs:
+def image_reference(ctx: Context) -> compute.ImageReferenceArgs:
+    image = ctx.args.image
     if image is None:
+        default = DEFAULT_IMAGE
         return compute.ImageReferenceArgs(
-            publisher=IMAGE_PUBLISHER, offer=IMAGE_OFFER, sku=IMAGE_SKU, version=IMAGE_VERSION
+            publisher=default.publisher,
+            offer=default.offer,
+            sku=default.sku,
+            version=pinned_version(ctx.subscription_id, ctx.args.location, default),
         )
     if image.startswith("/subscriptions/"):
         return compute.ImageReferenceArgs(id=image)
@@ -176,7 +177,7 @@ def _profile(
             ),
         ),
         storage_profile=compute.VirtualMachineScaleSetStorageProfileArgs(
-            image_reference=image_reference(args.image),
+            image_reference=image_reference(ctx),
             os_disk=compute.VirtualMachineScaleSetOSDiskArgs(
                 create_option="FromImage",
                 caching=compute.CachingTypes.READ_WRITE,

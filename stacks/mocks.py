@@ -33,6 +33,8 @@ from pulumi.runtime import mocks as runtime_mocks
 from pulumi.runtime import settings as runtime_settings
 from pulumi.runtime import stack as runtime_stack
 
+from stacks import azure_image
+
 PROJECT = "fleetforge"
 STACK = "plan"
 MOCK_ACCOUNT = "123456789012"
@@ -41,6 +43,9 @@ MOCK_PROJECT = "fleetforge-plan"
 # A fixed subscription and tenant, so Azure ids in a plan are stable and well formed.
 MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-00000000f1ee"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
+# What the plan's Azure image lookup answers (stacks.azure_image): a version of the shape Azure
+# publishes, so the plan shows an exact pin where `pulumi up` would write the newest one.
+MOCK_AZURE_IMAGE_VERSIONS = ("22.04.2024102301", "22.04.2025030701")
 # Stack config a plan supplies when the spec leaves it to `pulumi config`: the Azure stack's admin
 # SSH key (a public key whose private half was thrown away: a plan never logs in anywhere).
 PLAN_CONFIG = {
@@ -148,6 +153,13 @@ class FleetMocks(pulumi.runtime.Mocks):
     # Every string the mocks made up (ids, physical names, ARNs, addresses, image names): a plan
     # marks outputs built from them as placeholders the cloud assigns at deploy time.
     generated: set[str] = field(default_factory=set)
+
+    def azure_image_versions(
+        self, subscription_id: str, location: str, image: azure_image.MarketplaceImage
+    ) -> list[str]:
+        versions = list(MOCK_AZURE_IMAGE_VERSIONS)
+        self.generated.update(versions)
+        return versions
 
     def new_resource(self, args: runtime_mocks.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         rid, state = self._new_resource(args)
@@ -481,6 +493,7 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
+        azure_image.LOOKUP.set(mocks.azure_image_versions)
         runtime_settings.reset_options(project=PROJECT, stack=STACK, preview=False)
         runtime_config.set_all_config(config, [])
         monitor = runtime_mocks.MockMonitor(mocks)

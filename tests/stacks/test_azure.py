@@ -77,7 +77,8 @@ def test_each_sku_has_private_accelerated_nics_keys_only_and_encryption_at_host(
     assert "securityType" not in profile["securityProfile"]
     image = profile["storageProfile"]["imageReference"]
     assert (image["publisher"], image["offer"], image["sku"]) == ("microsoft-dsvm", "ubuntu-hpc", "2204")
-    assert image["version"] != "latest"
+    # Pinned at deploy time to the newest version Azure publishes (the plan's mocks answer the lookup).
+    assert image["version"] == "22.04.2025030701"
     assert profile["priority"] == "Regular"
 
 
