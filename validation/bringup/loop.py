@@ -7,7 +7,8 @@ A round:
               beside copies of the kept hosts' results (a replaced host's are never copied again)
   2. gate     the whole inventory: kept hosts on their earlier results and reasons, new on theirs
   3. replace  every reject, unless its slot was already replaced twice for the same reason (a
-              pattern: a bad rack or image that a third instance will not fix) or the budget is spent
+              pattern: a bad rack or image that a third instance will not fix) or the budget is spent;
+              a new host that did not answer over SSH yet is burned in again next round instead
   4. wait     until the group shows the replacements (re-reading the inventory) or the timeout
 
 A slot is a position in the fleet: the first round's host, then each replacement that stood in for
@@ -228,6 +229,12 @@ class _Loop:
             chosen = self.choose(result, r)
             if not chosen:
                 self.finish(r, t0)
+                if r["retry"]:
+                    self.say(
+                        f"round {r['round']}: {', '.join(x['node'] for x in r['retry'])}: not answering yet"
+                    )
+                    self.clock.sleep(self.s.poll_s)
+                    return None
                 return self.stop("budget-spent", _nothing_left(r))
             failed = self.replace(r, chosen)
             r.setdefault("timings_s", {})["before_wait"] = round(self.clock.now() - t0, 3)
@@ -246,7 +253,7 @@ class _Loop:
     def burn_and_gate(self, r: dict[str, Any]) -> GateResult:
         n = r["round"]
         timings: dict[str, float] = {}
-        r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[])
+        r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
         hosts = self.read_hosts()
         results = self.s.out_dir / f"round-{n}" / "results"
         try:
@@ -330,9 +337,23 @@ class _Loop:
         left = self.replacement_budget() - self.rec.replacements
         last_round = r["round"] >= self.s.budget.max_rounds
         out_of_time = self.elapsed() >= self.s.budget.max_wall_s
+        earlier_retries = {x["node"] for done in self.rec.rounds[:-1] for x in done.get("retry", [])}
         chosen = []
         for v in result.nodes:
             if v.accepted or v.node not in r["inventory"]:
+                continue
+            if (
+                r["round"] > 1
+                and v.node in r["burned"]
+                and v.node not in earlier_retries
+                and _unreachable_only(v)
+                and not (last_round or out_of_time)
+            ):
+                # A replacement can join the group before its SSH server answers: it gets one more
+                # round before it counts as a reject.
+                r["retry"].append(
+                    {"node": v.node, "why": "a new host that did not answer yet: burned in again"}
+                )
                 continue
             keys = reason_keys(v.reasons)
             slot = self.rec.slots.get(v.node, v.node)
@@ -476,6 +497,12 @@ class _Loop:
         timings = r.setdefault("timings_s", {})
         timings["total"] = round(timings.get("before_wait", 0.0) + self.clock.now() - t0, 3)
         self.save()
+
+
+def _unreachable_only(v: NodeVerdict) -> bool:
+    return bool(v.reasons) and all(
+        x.rule == "missing" and x.message.startswith("unreachable: ") for x in v.reasons
+    )
 
 
 def _nothing_left(r: Mapping[str, Any]) -> str:

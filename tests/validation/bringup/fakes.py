@@ -38,6 +38,7 @@ class FakeFleet:
     hosts: list[str]
     slow: set[str] = field(default_factory=set)
     unreachable: set[str] = field(default_factory=set)
+    late: set[str] = field(default_factory=set)  # unreachable on their first burn-in only
     spares: list[str] = field(default_factory=list)
     clock: FakeClock = field(default_factory=FakeClock)
     path: Path = Path("/fake/inventory.yml")
@@ -61,7 +62,8 @@ class FakeFleet:
         results.mkdir(parents=True, exist_ok=True)
         reasons: dict[str, list[Reason]] = {}
         for host in ran:
-            if host in self.unreachable:
+            if host in self.unreachable or host in self.late:
+                self.late.discard(host)
                 reasons[host] = [Reason("missing", None, None, None, "results", "unreachable: ssh refused")]
                 continue
             run_id = f"r{next(self._ids)}"

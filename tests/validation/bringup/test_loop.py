@@ -112,10 +112,30 @@ def test_a_slot_rejected_for_a_different_reason_is_replaced_again(tmp_path: Path
     fleet = FakeFleet(
         list(NODES), slow={"node2", "node4"}, unreachable={"node5"}, spares=["node4", "node5", "node6"]
     )
-    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=4))
+    # node5 never answers: one more round (a replacement may still be booting), then replaced; its
+    # reason (unreachable) is not the slot's earlier one (slow), so it is no pattern.
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=5))
     assert outcome.status == "ready", outcome.reason
     assert fleet.replaced == [["node2"], ["node4"], ["node5"]]
     assert fleet.runs[-1] == ("node6",)
+
+
+def test_a_replacement_that_does_not_answer_yet_is_burned_in_again_not_replaced(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, late={"node4"}, spares=["node4", "node5"])
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.replaced == [["node2"]]
+    assert fleet.runs == [(), ("node4",), ("node4",)]
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert [x["node"] for x in r2["retry"]] == ["node4"] and r2["replaced"] == []
+
+
+def test_a_replacement_still_unreachable_after_its_second_chance_is_replaced(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, unreachable={"node4"}, spares=["node4", "node5"])
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=4))
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.replaced == [["node2"], ["node4"]]
+    assert fleet.runs == [(), ("node4",), ("node4",), ("node5",)]
 
 
 def test_the_rounds_budget_leaves_a_reject_unreplaced_in_the_last_round(tmp_path: Path) -> None:
