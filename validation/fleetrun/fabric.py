@@ -34,6 +34,29 @@ from validation.gate import Reason, natural_key
 READ_TASK = "Read the pair's record"
 WAIT_TASK = "Wait for the all-reduce of the pair"
 START_TASK = "Start the all-reduce of the pair"
+# The burn-in play's probe (roles/burnin/tasks/collectives.yml): rc 0 PyTorch is there, 3 it is not.
+TORCH_TASK = "Look for PyTorch in fleetforge's environment"
+NO_TORCH = (
+    "PyTorch is not installed in fleetforge's environment on this host: it cannot take part in the "
+    "fabric rounds; add it to the bundle with --extra-package torch==<version>"
+)
+
+
+def hosts_without_torch(events: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Hosts whose burn-in play found no PyTorch: a round would only record their skip."""
+    found: set[str] = set()
+    for e in events:
+        data = e.get("event_data") or {}
+        host = data.get("host")
+        if (
+            e.get("event") == "runner_on_ok"
+            and data.get("task") == TORCH_TASK
+            and result_of(data).get("rc") == 3
+            and isinstance(host, str)
+        ):
+            found.add(host)
+    return found
+
 
 # A play of one round: the round's role variables and the hosts to limit it to in, events out.
 PlayRound = Callable[[Mapping[str, object], Sequence[str]], Sequence[Mapping[str, Any]]]
@@ -320,6 +343,9 @@ def run_stage(
     skipped_out = dict(left_out or {})
     if len(ordered) < 2:
         why = f"{len(ordered)} host(s) ready for the fabric rounds: nothing to pair"
+        reasons = sorted(set(skipped_out.values()))
+        if reasons:
+            why += f"; {len(skipped_out)} left out: " + "; ".join(reasons)[:400]
         return FabricStage("skipped", ordered, why, left_out=skipped_out)
     schedule = pairing_schedule(ordered, rounds, seed)
     try:

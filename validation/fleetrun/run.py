@@ -23,7 +23,7 @@ import shlex
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +42,7 @@ from validation.fleetrun.events import (
     result_of,
     stopped_reasons,
 )
-from validation.fleetrun.fabric import AnsibleRounds, FabricStage, run_stage
+from validation.fleetrun.fabric import NO_TORCH, AnsibleRounds, FabricStage, hosts_without_torch, run_stage
 from validation.fleetrun.hosts import MissingAnsibleError, ansible_tool, list_hosts
 from validation.gate import Reason
 
@@ -211,6 +211,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             expected,
             ran,
             hosts,
+            events,
             fetched,
             problem,
             say,
@@ -278,6 +279,7 @@ def fabric_ready(
     fetched: Sequence[Path],
     problem: str | None,
     kept: Sequence[str] = (),
+    no_torch: Collection[str] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """The hosts the fabric rounds pair: those that burned in without a failed task and whose results
     came home; the others (already rejected with their reasons) are left out, with why.
@@ -296,6 +298,8 @@ def fabric_ready(
             left_out[host] = "unreachable or a task failed in the burn-in play"
         elif host not in with_results:
             left_out[host] = "no results came back from the burn-in"
+        elif host in no_torch:
+            left_out[host] = NO_TORCH
         else:
             ready.append(host)
     return ready, left_out
@@ -317,12 +321,13 @@ def _fabric_stage(
     expected: Sequence[str],
     ran: Sequence[str],
     hosts: Mapping[str, HostRun],
+    events: Sequence[Mapping[str, Any]],
     fetched: Sequence[Path],
     problem: str | None,
     say: Callable[[str], None],
 ) -> FabricStage:
     kept = [h for h in expected if h not in ran] if opts.limit else []
-    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept)
+    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
     playbook = burnin_playbook.parent / FABRIC_PLAYBOOK
     base = {
         **extravars,

@@ -19,9 +19,11 @@ from validation.fleetrun.events import HostRun
 from validation.fleetrun.fabric import (
     READ_TASK,
     START_TASK,
+    TORCH_TASK,
     WAIT_TASK,
     AnsibleRounds,
     FabricStage,
+    hosts_without_torch,
     pair_result,
     read_round,
     round_vars,
@@ -204,6 +206,20 @@ def test_without_pytorch_on_any_host_the_stage_is_skipped_with_the_reason() -> N
     assert stage.gate_notes() == [f"fabric rounds not measured: {stage.reason}"]
 
 
+def test_hosts_the_burn_in_found_without_pytorch_are_not_paired(tmp_path: Path) -> None:
+    events = [ok(h, TORCH_TASK, rc=0 if h == "h0" else 3) for h in HOSTS]
+    assert hosts_without_torch(events) == {"h1", "h2", "h3"}
+    runs = {h: HostRun(h) for h in HOSTS}
+    fetched = [tmp_path / f"{h}.jsonl" for h in HOSTS]
+    ready, left_out = fabric_ready(HOSTS, runs, fetched, None, no_torch=hosts_without_torch(events))
+    assert ready == ["h0"] and set(left_out) == {"h1", "h2", "h3"}
+    fleet = FakeFleet({h: 1.0 for h in HOSTS})
+    stage = run_stage(ready, AnsibleRounds(fleet, base_port=1, stage_id="s"), rounds=3, left_out=left_out)
+    # No play at all: nothing to pair, and the reason says what to do.
+    assert stage.status == "skipped" and fleet.calls == []
+    assert "--extra-package torch" in (stage.reason or "") and stage.reasons() == {}
+
+
 def test_one_host_has_nothing_to_pair() -> None:
     fleet = FakeFleet({"h0": 1.0})
     stage = stage_of(fleet, ["h0"])
@@ -278,6 +294,8 @@ def test_names_shared_with_the_node_side_and_the_role_agree() -> None:
     tasks = yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text())
     names = {t["name"] for t in tasks} | {b["name"] for t in tasks for b in t.get("block", [])}
     assert {READ_TASK, WAIT_TASK, START_TASK} <= names
+    probe = yaml.safe_load((ROOT / "roles/burnin/tasks/collectives.yml").read_text())
+    assert TORCH_TASK in {t["name"] for t in probe}
     play = yaml.safe_load((ROOT / "playbooks" / FABRIC_PLAYBOOK).read_text())
     (include,) = play[0]["tasks"]
     assert include["ansible.builtin.include_role"] == {"name": "burnin", "tasks_from": "fabric_round.yml"}
