@@ -132,6 +132,18 @@ def test_rhel_driver_uses_the_branch_stream_and_the_running_kernels_headers() ->
     assert rhel["__nvidia_driver_module_stream"] == "nvidia-driver:570-dkms"
     assert rhel["__nvidia_driver_crb_repo"].strip() == "codeready-builder-for-rhel-9-aarch64-rpms"
     assert rhel["__nvidia_driver_epel_package"].startswith("https://dl.fedoraproject.org/pub/epel/")
+    # RHEL proper enables CRB through subscription-manager, the rebuilds through dnf.
+    assert rhel["__nvidia_driver_crb_enable_cmd"] == (
+        "subscription-manager repos --enable codeready-builder-for-rhel-9-aarch64-rpms"
+    )
+    assert got["__nvidia_driver_crb_enable_cmd"] == "dnf config-manager --set-enabled crb"
+    k64 = render(
+        "nvidia_driver", "rhel96", arch="aarch64", ansible_kernel="5.14.0-570.12.1.el9_6.aarch64+64k"
+    )
+    assert k64["__nvidia_driver_kernel_devel"] == [
+        "kernel-64k-devel-5.14.0-570.12.1.el9_6.aarch64",
+        "kernel-headers",
+    ]
 
 
 @pytest.mark.parametrize(
