@@ -25,6 +25,7 @@ CONTROLLER = (
     "validation.actions",
     "validation.fleetrun",
     "validation.fabric",
+    "validation.bringup",
 )
 # Core dependencies a node installs (pyproject [project] dependencies), by import name.
 CORE = {

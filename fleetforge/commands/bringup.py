@@ -279,12 +279,12 @@ def _replace_action(name: str | None, fleet_spec: FleetSpec) -> str:
 
 def _inventory_from_outputs(path: Path | None, fleet_spec: FleetSpec, out_dir: Path) -> Path:
     from fleet.atomic import write_atomic
-    from fleetforge.commands.inventory import _read_outputs
-    from stacks.ansible_inventory import InventoryConfigError, default_output_name, from_stack_outputs, render
+    from fleetforge.commands.inventory import from_outputs, read_outputs
+    from stacks.ansible_inventory import InventoryConfigError, default_output_name, render
 
     assert path is not None
     try:
-        doc = from_stack_outputs(_read_outputs(path))
+        doc = from_outputs(read_outputs(path))
     except InventoryConfigError as exc:
         fail(f"--stack-outputs {path}: {exc}", exitcodes.DATA)
     target = out_dir / "inventory" / default_output_name(doc, fleet_spec.name)

@@ -70,7 +70,7 @@ def inventory(
             source = str(spec)
         else:
             assert stack_outputs is not None
-            outputs = _read_outputs(stack_outputs)
+            outputs = read_outputs(stack_outputs)
             doc = from_outputs(outputs, output)
             source = str(stack_outputs)
     except InventoryConfigError as exc:
@@ -128,7 +128,7 @@ def source_name(spec: Path | None, stack_outputs: Path | None) -> str:
     return str(spec if spec is not None else stack_outputs)
 
 
-def _read_outputs(path: Path) -> dict[str, Any]:
+def read_outputs(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -170,7 +170,10 @@ def test_pull_requests_plan_and_main_deploys_behind_an_approval() -> None:
     assert "refs/heads/main" in deploy["if"] and deploy["concurrency"]["cancel-in-progress"] is False
     runs = "\n".join(s.get("run", "") for s in deploy["steps"])
     assert 'ci/deploy.sh "$FLEET_SPEC" outputs.json' in runs
-    assert "fleetforge bringup --stack-outputs outputs.json --out bringup/ || rc=$?" in runs
+    assert (
+        'fleetforge bringup --spec "$FLEET_SPEC" --stack-outputs outputs.json --out bringup/ --html bringup/report.html || rc=$?'
+        in runs
+    )
     assert 'exit "$rc"' in runs
     upload = next(s for s in deploy["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert "bringup/" in upload["with"]["path"] and upload["if"] == "${{ !cancelled() }}"
@@ -188,7 +191,10 @@ def test_pull_requests_plan_and_main_deploys_behind_an_approval() -> None:
     assert deploy["artifacts"]["reports"]["junit"] and deploy["artifacts"]["when"] == "always"
     script = "\n".join(deploy["script"])
     assert "source ci/gitlab/cloud-env.sh" in script and 'ci/deploy.sh "$FLEET_SPEC" outputs.json' in script
-    assert "fleetforge bringup --stack-outputs outputs.json --out bringup/ || rc=$?" in script
+    assert (
+        'fleetforge bringup --spec "$FLEET_SPEC" --stack-outputs outputs.json --out bringup/ --html bringup/report.html || rc=$?'
+        in script
+    )
 
 
 # --------------------------------------------------------------------------- the scripts, run
