@@ -1,4 +1,5 @@
-"""Shared test helpers: the repository root and its examples."""
+"""Shared test helpers: the repository root and its examples, and the session's test hosts (one
+set, booted once, shared by every module that needs hosts: tests/hosts/fixtures.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from tests.hosts.fixtures import host_pool
+
+__all__ = ["host_pool"]
 
 # CI runs the same examples every time (a red run must be reproducible, not a lucky draw);
 # developers' runs explore new ones.

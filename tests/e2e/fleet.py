@@ -1,12 +1,11 @@
-"""Helpers for the end-to-end fleet runs: module-scoped test hosts, the test bed's spec, the CLI."""
+"""Helpers for the end-to-end fleet runs: the test bed's spec, the CLI, the hosts' CPU accounting."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import ROOT
-from tests.hosts.fixtures import require_hosts
-from tests.hosts.harness import TestHost, TestHosts
+from tests.hosts.harness import TestHost
 
 FLEETFORGE = Path(sys.executable).parent / "fleetforge"
 
@@ -23,9 +21,13 @@ FLEETFORGE = Path(sys.executable).parent / "fleetforge"
 # catalog floors (measured on an idle machine) would reject healthy hosts whenever the machine is
 # busy. The spec sets floors that only a broken host misses and leaves the slow host to the
 # fleet-relative rule: with 4 hosts the MAD comes from the two middle deviations, hence k = 2, and
-# a host must be more than 60 % below the median. Measured one at a time, healthy hosts stayed
-# within 50 % of each other on every metric even with the machine busy; a host capped at a tenth
-# of a core measures 75-95 % below them (at least 67 % even when the others get only 0.3 of a core).
+# a host must be more than 60 % below the median. Hosts measure one at a time, and the harness gives
+# them CPU priority over the rest of the machine (tests/hosts/harness.py, HOSTS_CPU_SHARES): without
+# it a healthy host whose turn came while other processes kept both cores busy measured its
+# all-reduce 66-75 % below the others and was rejected. With it, and two busy loops running beside
+# the tests, healthy hosts stayed within 8 % of each other on GEMM and memory copy and within 40 %
+# of the median on the all-reduce (the noisiest metric); a host capped at a tenth of a core measures
+# 94-95 % below them, the quota caps it whatever its priority.
 VALIDATION: dict[str, Any] = {
     "level": "quick",
     "mad_k": 2,
@@ -34,23 +36,15 @@ VALIDATION: dict[str, Any] = {
         "gemm_fp32_tflops": {"floor": 0.001},
         "mem_copy_gbps": {"floor": 0.2},
         "allreduce_busbw_gbps": {"floor": 0.01},
-        "storage_read_mbps": {"floor": 2},
-        "storage_write_mbps": {"floor": 2},
+        # The 4 hosts write to this machine's one disk: a storage figure measures the disk's
+        # writeback state when the host's turn came (seen: 75 % below the median on a healthy host
+        # under load), not the host, so only the floor applies to it, as for a shared file system.
+        "storage_read_mbps": {"floor": 2, "fleet_relative": False},
+        "storage_write_mbps": {"floor": 2, "fleet_relative": False},
     },
 }
 # One host at a time measures (--throttle 1), one BLAS thread each, Ansible polls every 2 s.
 MEASURE = ["--throttle", "1", "--var", "burnin_blas_threads=1", "--var", "burnin_poll_s=2"]
-
-
-@contextmanager
-def started_hosts(count: int) -> Iterator[TestHosts]:
-    """Test hosts for a whole module (skips, with the reason, where they cannot run)."""
-    require_hosts()
-    hosts = TestHosts(count).start()
-    try:
-        yield hosts
-    finally:
-        hosts.close()
 
 
 def write_spec(path: Path, hosts: Sequence[TestHost], nodes: int, spares: int) -> Path:
@@ -68,10 +62,6 @@ def write_spec(path: Path, hosts: Sequence[TestHost], nodes: int, spares: int) -
     return path
 
 
-def _shared_disk_noise(reason: dict[str, Any]) -> bool:
-    return reason.get("rule") == "outlier" and str(reason.get("metric", "")).startswith("storage_")
-
-
 @dataclass
 class CliRun:
     rc: int
@@ -82,15 +72,7 @@ class CliRun:
         return next(n for n in self.doc["nodes"] if n["node"] == node)
 
     def rejected(self) -> list[str]:
-        """Rejected hosts, leaving out a host whose only reasons are storage outliers: the 4 test hosts
-        write to this machine's one disk, so a storage figure here measures the disk's writeback state
-        when the host's turn came (seen: 79 % below the median on an otherwise healthy host), not the
-        host. Floors on storage and every other metric still count."""
-        return [
-            n["node"]
-            for n in self.doc["nodes"]
-            if n["verdict"] == "reject" and not all(_shared_disk_noise(r) for r in n["reasons"])
-        ]
+        return [n["node"] for n in self.doc["nodes"] if n["verdict"] == "reject"]
 
     def explain(self) -> str:
         """What a failing assertion shows: every verdict with its reasons, and the run's progress."""

@@ -2,7 +2,7 @@
 ansible-runner, the burnin role and the gate; the CPU burn-in (`--sku cpu --level quick`) runs on
 each host from the fleetforge the role installed there from a wheelhouse, without any package index.
 
-In order, on the same 4 hosts (built once for the module):
+In order, on the same 4 hosts (fresh from the session's pool for this module):
   check mode    the role in --check on fresh hosts fails nothing and creates nothing
   (a) healthy   all 4 accepted; results fetched; fleet ready (3 nodes + 1 spare)
   (b) slow      h2 capped at a tenth of a core for real (cgroup CPU quota): exactly h2 rejected,
@@ -19,7 +19,6 @@ import os
 import shutil
 import sys
 import tarfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,8 +26,10 @@ import yaml
 
 from fleet.results import read_results
 from fleetforge import exitcodes
-from tests.e2e.fleet import MEASURE, CliRun, fleet_burnin, started_hosts, throttled_periods, write_spec
+from tests.e2e.fleet import MEASURE, CliRun, fleet_burnin, throttled_periods, write_spec
+from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHosts
+from validation.fleetrun.bundle import Bundle
 from validation.fleetrun.events import BURNIN_TASK, COLLECTIVES_TASK, FETCH_TASK
 
 pytestmark = pytest.mark.hosts
@@ -45,31 +46,35 @@ EVERY_RUN = {BURNIN_TASK, "Start the all-reduce across nodes", FETCH_TASK}
 
 
 @pytest.fixture(scope="module")
-def hosts() -> Iterator[TestHosts]:
-    with started_hosts(4) as started:
-        yield started
+def hosts(host_pool: HostPool) -> TestHosts:
+    return host_pool.fresh(4)
 
 
 @pytest.fixture(scope="module")
-def bed(hosts: TestHosts, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Bundle:
+    """The tree's bundle, built once for the module (the check-mode run and the wheelhouse)."""
+    from fleetforge.install import source_root
+    from validation.fleetrun.bundle import build_bundle
+    from validation.fleetrun.run import default_cache
+
+    return build_bundle(tmp_path_factory.mktemp("bundle"), default_cache(), source=source_root())
+
+
+@pytest.fixture(scope="module")
+def bed(hosts: TestHosts, bundle: Bundle, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("fleet")
     return {
         "base": base,
         "inventory": hosts.write_inventory(base / "inventory.yml"),
         "spec": write_spec(base / "fleet.yaml", list(hosts), nodes=3, spares=1),
-        "wheelhouse": wheelhouse_of_this_tree(base / "wheelhouse"),
+        "wheelhouse": wheelhouse_of(bundle, base / "wheelhouse"),
     }
 
 
-def wheelhouse_of_this_tree(house: Path) -> Path:
-    """The tree's wheel and its dependency wheels in one folder, made once: every run installs from
+def wheelhouse_of(bundle: Bundle, house: Path) -> Path:
+    """The bundle's wheel and its dependency wheels in one folder, made once: every run installs from
     it with --wheelhouse (the air-gapped path), so the runs install the same bytes whatever else
     changes in the working tree meanwhile, and the last run can show that reinstalling changes nothing."""
-    from fleetforge.install import source_root
-    from validation.fleetrun.bundle import build_bundle
-    from validation.fleetrun.run import default_cache
-
-    bundle = build_bundle(house.parent / "bundle", default_cache(), source=source_root())
     house.mkdir()
     with tarfile.open(bundle.deps_tar) as tf:
         tf.extractall(house, filter="data")
@@ -96,20 +101,18 @@ def run(bed: dict[str, Path], name: str, *args: str) -> CliRun:
 
 
 def test_check_mode_on_fresh_hosts_fails_nothing_and_creates_nothing(
-    hosts: TestHosts, bed: dict[str, Path]
+    hosts: TestHosts, bed: dict[str, Path], bundle: Bundle
 ) -> None:
     import ansible_runner
 
-    from fleetforge.install import ansible_root, source_root
-    from validation.fleetrun.bundle import build_bundle
-    from validation.fleetrun.run import FleetRunOptions, ansible_env, default_cache, playbook_paths, role_vars
+    from fleetforge.install import ansible_root
+    from validation.fleetrun.run import FleetRunOptions, ansible_env, playbook_paths, role_vars
 
     playbook, roles = playbook_paths(ansible_root())
     opts = FleetRunOptions(
         inventory=bed["inventory"], out_dir=bed["base"] / "check", sku="cpu", level="quick"
     )
-    bundle = build_bundle(bed["base"] / "check" / "bundle", default_cache(), source=source_root())
-    (bed["base"] / "check" / "ansible").mkdir()
+    (bed["base"] / "check" / "ansible").mkdir(parents=True)
     runner = ansible_runner.run(
         private_data_dir=str(bed["base"] / "check" / "ansible"),
         project_dir=str(playbook.parent),

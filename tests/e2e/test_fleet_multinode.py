@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fleet.results import read_results
 from fleetforge import exitcodes
-from tests.e2e.fleet import MEASURE, fleet_burnin, started_hosts, write_spec
+from tests.e2e.fleet import MEASURE, fleet_burnin, write_spec
+from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHosts
 from validation.burnin.multinode import CHECK, METRIC
 
@@ -48,12 +48,11 @@ def _torch_obtainable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def hosts() -> Iterator[TestHosts]:
+def hosts(host_pool: HostPool) -> TestHosts:
     why = _torch_obtainable()
     if why is not None:
         pytest.skip(why)
-    with started_hosts(2) as started:
-        yield started
+    return host_pool.fresh(2)
 
 
 def test_all_reduce_across_two_hosts_through_torchrun(hosts: TestHosts, tmp_path: Path) -> None:

@@ -1,8 +1,13 @@
 """pytest fixtures for local test hosts. Import them into a conftest.py to use them elsewhere:
 
-    from tests.hosts.fixtures import test_hosts, hosts_supported  # noqa: F401
+    from tests.hosts.fixtures import test_hosts, hosts_supported, host_pool  # noqa: F401
 
 and mark the tests `@pytest.mark.hosts`.
+
+`test_hosts` starts hosts of the test's own. `host_pool` is one set of hosts for the whole session:
+the modules that need hosts take them from it with `host_pool.fresh(n)`, which hands out hosts as
+start() leaves them (any host handed out before is reset first), so a module never sees what
+another one did and the session boots its network, keys and sshds once.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import pytest
 from tests.hosts import rootfs
 from tests.hosts.harness import HostsUnsupported, TestHosts, check_supported
 
+# Enough for the largest user (the 4-host fleet runs in tests/e2e).
+POOL_SIZE = 4
+
 
 def require_hosts() -> None:
     """Skip the calling test, with the reason, when this machine cannot run test hosts."""
@@ -22,6 +30,42 @@ def require_hosts() -> None:
         rootfs.cached_root_tarball()
     except (HostsUnsupported, rootfs.RootfsUnavailable) as exc:
         pytest.skip(f"local test hosts unavailable: {exc}")
+
+
+class HostPool:
+    """Hosts shared by the session, started on first use and torn down at its end."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._hosts: TestHosts | None = None
+        self._used: set[str] = set()
+
+    def fresh(self, count: int) -> TestHosts:
+        """The first count hosts (h0, h1, ...), each as start() left it: reachable, unchanged root,
+        link up, no CPU cap. Hosts an earlier caller had are reset (about 2 s each)."""
+        if not 0 < count <= self.size:
+            raise ValueError(f"count {count}: allowed 1..{self.size} (the pool's size)")
+        require_hosts()
+        if self._hosts is None:
+            self._hosts = TestHosts(self.size).start()
+        for host in self._hosts.hosts[:count]:
+            if host.name in self._used:
+                self._hosts.reset(host)
+        self._used.update(h.name for h in self._hosts.hosts[:count])
+        return self._hosts.view(count)
+
+    def close(self) -> None:
+        if self._hosts is not None:
+            self._hosts.close()
+
+
+@pytest.fixture(scope="session")
+def host_pool() -> Iterator[HostPool]:
+    pool = HostPool(POOL_SIZE)
+    try:
+        yield pool
+    finally:
+        pool.close()
 
 
 @pytest.fixture

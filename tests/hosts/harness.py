@@ -6,6 +6,7 @@
         with hosts.cpu_limit(hosts[1], 0.25):
             ...                      # h1 runs at a quarter of one CPU
         hosts.stop(hosts[1])         # h1 is now unreachable
+        hosts.reset(hosts[1])        # h1 as start() left it: fresh root, same address and keys
 
 Each host gets its own copy of the cached root (rootfs.py), a network namespace joined to a
 per-instance bridge by a veth pair, an address on a private /24 picked per instance, and an sshd
@@ -26,11 +27,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import fcntl
 import ipaddress
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -68,6 +71,11 @@ SSH_OPTIONS = (
     "LogLevel=ERROR",
 )
 CPU_PERIOD_US = 100_000
+# cgroup v1 weight of all test hosts together against each process outside (1024 each): with two
+# busy processes elsewhere the hosts still get 98 % of the machine, with eleven 92 % (at 16384 a
+# healthy host's all-reduce came out 60 % below the others at a load average of 11), and the
+# machine's other work is slowed, not stopped, while hosts are busy.
+HOSTS_CPU_SHARES = 131_072
 INSTANCE_WIDTH = 7
 
 
@@ -125,6 +133,7 @@ class TestHosts:
         self.roots = ROOTS_DIR / self.instance
         self.bridge = f"{PREFIX}{self.instance}br"
         self.subnet: ipaddress.IPv4Network | None = None
+        self.hosts_file = ""
         self._closed = False
         if self.names is not None and len(self.names) != self.count:
             raise ValueError(f"names: {len(self.names)} given for {self.count} hosts")
@@ -163,14 +172,18 @@ class TestHosts:
             self._save_owner()
             self.roots.mkdir(parents=True)
             CGROUP_DIR.mkdir(exist_ok=True)
+            # The hosts' CPU weight against everything else on this machine: a healthy host gets
+            # the CPU it asks for even while other processes keep every core busy, so what it
+            # measures does not depend on the load around it. A cpu_limit quota still caps a host.
+            (CGROUP_DIR / "cpu.shares").write_text(str(HOSTS_CPU_SHARES))
             self._make_network()
             self._make_client_key()
             names = list(self.names or [f"h{i}" for i in range(self.count)])
             for i, name in enumerate(names):
                 self.hosts.append(self._prepare_host(i, name, tarball))
-            hosts_file = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
+            self.hosts_file = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
             for host in self.hosts:
-                (host.root / "etc/hosts").write_text(hosts_file)
+                (host.root / "etc/hosts").write_text(self.hosts_file)
                 self._boot(host)
             for host in self.hosts:
                 self._wait_ready(host)
@@ -239,7 +252,12 @@ class TestHosts:
             "ansible_port": host.port,
             "ansible_user": host.user,
             "ansible_ssh_private_key_file": str(host.private_key),
-            "ansible_ssh_args": "-o ControlMaster=no -o ControlPersist=no",
+            # One connection per host, reused by every task: a new SSH connection per task costs
+            # more CPU than most tasks do. The masters live in this instance's state folder and are
+            # told to exit at teardown; one whose host went away exits by itself.
+            "ansible_ssh_args": (
+                f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={self.state}/cm-%C"
+            ),
             "ansible_ssh_common_args": (
                 f"-o UserKnownHostsFile={host.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
             ),
@@ -259,6 +277,29 @@ class TestHosts:
         finally:
             if host.cgroup.exists():
                 (host.cgroup / "cpu.cfs_quota_us").write_text("-1")
+
+    def reset(self, host: TestHost) -> None:
+        """Put host back as start() left it: every process killed, a fresh copy of the root with the
+        same address, host key and client key, its link up, no CPU cap, and sshd answering again."""
+        _kill_cgroup(host.cgroup, remove=False)
+        _run(["rm", "-rf", "--one-file-system", str(host.root)], timeout=300)
+        host.root.mkdir()
+        self._fill_root(host, rootfs.cached_root_tarball())
+        _ip("link", "set", host.veth, "up")
+        self._boot(host)
+        self._wait_ready(host)
+
+    def view(self, count: int) -> TestHosts:
+        """The first count hosts as a TestHosts of their own; closing the view leaves them running
+        (their owner tears them down)."""
+        if not 0 < count <= len(self.hosts):
+            raise ValueError(f"count {count}: allowed 1..{len(self.hosts)} (hosts started)")
+        part = copy.copy(self)
+        part.count = count
+        part.names = None
+        part.hosts = self.hosts[:count]
+        part._closed = True
+        return part
 
     def stop(self, host: TestHost, link_down: bool = False) -> None:
         """Make host unreachable: kill its sshd and everything under it (connections are refused).
@@ -307,7 +348,6 @@ class TestHosts:
         address = str(list(self.subnet.hosts())[i + 1])
         root = self.roots / name
         root.mkdir()
-        _run(["tar", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)], timeout=600)
         host = TestHost(
             name=name,
             address=address,
@@ -321,12 +361,34 @@ class TestHosts:
             known_hosts=self.known_hosts,
             log=self.state / f"{name}.sshd.log",
         )
-        # Host key: one per host, pinned in known_hosts so clients verify who they reach.
-        key = root / "etc/ssh/ssh_host_ed25519_key"
+        # Host key: one per host, pinned in known_hosts so clients verify who they reach. Kept in the
+        # state folder, so a reset host is the same host to its clients.
+        key = self.state / "hostkeys" / name / "ssh_host_ed25519_key"
+        key.parent.mkdir(parents=True)
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)])
         pub = key.with_suffix(".pub").read_text().split()
         with self.known_hosts.open("a") as kh:
             kh.write(f"{address} {pub[0]} {pub[1]}\n")
+        self._fill_root(host, tarball)
+        host.cgroup.mkdir()
+        _ip("netns", "add", host.netns)
+        _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
+        _ip("link", "set", f"{host.veth}p", "netns", host.netns)
+        _ip("link", "set", host.veth, "master", self.bridge, "up")
+        inside = ["ip", "-n", host.netns]
+        _run([*inside, "link", "set", f"{host.veth}p", "name", "eth0"])
+        _run([*inside, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0"])
+        _run([*inside, "link", "set", "eth0", "up"])
+        _run([*inside, "link", "set", "lo", "up"])
+        self._record(host)
+        return host
+
+    def _fill_root(self, host: TestHost, tarball: Path) -> None:
+        """A fresh copy of the cached root in host.root, made into this host (keys, sshd, names)."""
+        root, name, address = host.root, host.name, host.address
+        _run(["tar", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)], timeout=600)
+        for src in (self.state / "hostkeys" / name).iterdir():
+            shutil.copy2(src, root / "etc/ssh" / src.name)
         authorized = root / "root/.ssh/authorized_keys"
         authorized.write_text(self.client_key.with_suffix(".pub").read_text())
         authorized.chmod(0o600)
@@ -349,18 +411,8 @@ class TestHosts:
         # The root's package lists are the hosts' mirror snapshot; they cannot be refreshed offline.
         stamp = root / "var/lib/apt/periodic/update-success-stamp"
         stamp.touch()
-        host.cgroup.mkdir()
-        _ip("netns", "add", host.netns)
-        _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
-        _ip("link", "set", f"{host.veth}p", "netns", host.netns)
-        _ip("link", "set", host.veth, "master", self.bridge, "up")
-        inside = ["ip", "-n", host.netns]
-        _run([*inside, "link", "set", f"{host.veth}p", "name", "eth0"])
-        _run([*inside, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0"])
-        _run([*inside, "link", "set", "eth0", "up"])
-        _run([*inside, "link", "set", "lo", "up"])
-        self._record(host)
-        return host
+        if self.hosts_file:
+            (root / "etc/hosts").write_text(self.hosts_file)
 
     def _boot(self, host: TestHost) -> None:
         r = shlex.quote(str(host.root))
@@ -485,6 +537,12 @@ def sweep_stale() -> list[str]:
 
 def _teardown(instance: str) -> None:
     state = STATE_ROOT / instance
+    for socket_path in state.glob("cm-*") if state.exists() else []:
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "teardown"],
+            capture_output=True,
+            timeout=10,
+        )
     records: list[dict[str, str]] = []
     if (state / "hosts.jsonl").exists():
         records = [json.loads(line) for line in (state / "hosts.jsonl").read_text().splitlines() if line]

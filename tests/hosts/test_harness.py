@@ -16,7 +16,8 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.hosts import harness
-from tests.hosts.harness import TestHosts
+from tests.hosts.fixtures import HostPool
+from tests.hosts.harness import TestHost, TestHosts
 
 pytestmark = pytest.mark.hosts
 
@@ -33,7 +34,22 @@ def _leftovers(instance: str) -> list[str]:
     mounts = Path("/proc/self/mountinfo").read_text()
     if str(harness.ROOTS_DIR / instance) in mounts:
         found.append("mounts under the roots")
+    # SSH masters outside the hosts (they run on this machine, named by their control socket).
+    state = str(harness.STATE_ROOT / instance)
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if state in cmdline.read_bytes().decode(errors="replace"):
+                found.append(f"process {cmdline.parent.name}")
+        except OSError:
+            continue
     return found
+
+
+def _start_master(hosts: TestHosts, host: TestHost) -> None:
+    """An SSH master as Ansible starts one from the inventory's ansible_ssh_args."""
+    args = hosts.connection_vars(host)["ansible_ssh_args"].split()
+    hosts.ssh(host, "true")
+    subprocess.run(["ssh", *args, *host.ssh_args[1:], "true"], check=True, timeout=60)
 
 
 def test_hosts_are_isolated_reachable_and_cleaned_up(
@@ -65,14 +81,55 @@ def test_hosts_are_isolated_reachable_and_cleaned_up(
     doc = yaml.safe_load(inv.read_text())
     assert doc["all"]["hosts"]["h0"]["ansible_host"] == h0.address
     assert doc["all"]["hosts"]["h0"]["x"] == 1
-    assert "ControlPersist=no" in doc["all"]["hosts"]["h1"]["ansible_ssh_args"]
+    assert f"ControlPath={hosts.state}/cm-%C" in doc["all"]["hosts"]["h1"]["ansible_ssh_args"]
     assert list(doc["all"]["children"]["gpu_nodes"]["hosts"]) == ["h1"]
     with pytest.raises(KeyError, match="nope"):
         hosts.write_inventory(tmp_path / "bad.yml", groups={"g": ["nope"]})
+    _start_master(hosts, h1)  # Ansible's connection, kept open between tasks
     instance = hosts.instance
-    assert _leftovers(instance)  # sanity: the probe sees live resources
+    assert any(f.startswith("process ") for f in _leftovers(instance))  # the probe sees it
     hosts.close()
     assert _leftovers(instance) == []
+
+
+def test_a_reset_host_is_the_started_host_again(test_hosts: Callable[..., TestHosts]) -> None:
+    hosts = test_hosts(2)
+    h0, h1 = hosts
+    sshd_h1 = hosts.ssh(h1, "cat /run/sshd.pid").stdout
+    hosts.ssh(h0, "echo left-behind > /root/marker && mkdir -p /opt/fleetforge")
+    _start_master(hosts, h0)
+    (h0.cgroup / "cpu.cfs_quota_us").write_text("10000")
+    hosts.stop(h0, link_down=True)
+    hosts.reset(h0)
+    # Same address and host key (known_hosts pins it), a root as the tarball has it, no cap.
+    assert hosts.ssh(h0, "hostname").stdout.strip() == "h0"
+    assert hosts.ssh(h0, "test -e /root/marker || test -e /opt/fleetforge", check=False).returncode == 1
+    assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    probe = f"import socket; socket.create_connection(('{h1.address}', 22), 5); print('ok')"
+    assert hosts.ssh(h0, f'python3 -c "{probe}"').stdout.strip() == "ok"
+    assert hosts.ssh(h1, "cat /run/sshd.pid").stdout == sshd_h1  # the other host was left alone
+    # Ansible's master to the old h0 went with it: a new connection reaches the new one.
+    _start_master(hosts, h0)
+
+
+def test_the_session_pool_hands_out_fresh_hosts_and_cleans_up(hosts_supported: None) -> None:
+    pool = HostPool(2)
+    first = pool.fresh(1)
+    assert [h.name for h in first] == ["h0"]
+    first.ssh(first[0], "touch /root/marker")
+    first.close()  # a view: closing it leaves the pool's hosts running
+    both = pool.fresh(2)
+    assert [h.name for h in both] == ["h0", "h1"] and both.instance == first.instance
+    assert both.ssh(both[0], "test -e /root/marker", check=False).returncode == 1
+    with pytest.raises(ValueError, match="count 3"):
+        pool.fresh(3)
+    pool.close()
+    assert _leftovers(both.instance) == []
+
+
+def test_hosts_outweigh_other_processes_for_the_cpu(test_hosts: Callable[..., TestHosts]) -> None:
+    test_hosts(1)
+    assert int((harness.CGROUP_DIR / "cpu.shares").read_text()) == harness.HOSTS_CPU_SHARES >= 8 * 1024
 
 
 def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]) -> None:

@@ -8,6 +8,7 @@ hosts cannot reach. Every role runs with <role>_apply_runtime false: the hosts s
 kernel, which the tests must not retune (and /proc/sys is read-only inside them).
 
 Order: --check --diff on fresh hosts (all three), apply (h0, h1), apply again (h0, h1: changed=0).
+The hosts come from the session's pool (tests/hosts/fixtures.py), reset to fresh before this module.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.hosts.fixtures import require_hosts
+from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHosts
 
 pytestmark = pytest.mark.hosts
@@ -139,45 +139,44 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    require_hosts()
+def fleet(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
     tmp = tmp_path_factory.mktemp("roles")
-    with TestHosts(3) as hosts:
-        inventory = hosts.write_inventory(
-            tmp / "inventory.yml",
-            groups={
-                "gpu_nodes": ["h0", "h1", "h2"],
-                "ib_nodes": ["h0", "h1"],
-                "nvmeof_clients": ["h0", "h1"],
-                "lustre_clients": ["h2"],
-                "beegfs_clients": ["h2"],
-            },
-            hostvars={
-                "h2": {
-                    "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
-                    "nccl_ib_hca": "mlx5_0,mlx5_1",
-                    "lustre_client_mgs_nids": ["10.1.0.2@o2ib"],
-                    "lustre_client_fsname": "scratch",
-                    "lustre_client_repo_key_url": "https://mirror.example/lustre/GPG-KEY",
-                    "beegfs_client_mgmtd_host": "mgmt.example",
-                    "beegfs_client_conn_auth_secret": "test-only-secret-42",
-                }
-            },
-            group_vars={"all": {**RUNTIME_OFF, "nvmeof_initiator_targets": NVMEOF_TARGETS}},
-        )
-        check_fresh = playbook(inventory, "--check", "--diff")
-        exists = {
-            (h.name, path): hosts.ssh(h, f"test -e {path}", check=False).returncode == 0
-            for h in hosts
-            for path in WRITTEN_BY_A_RUN
-        }
-        apply = playbook(inventory, "--limit", "h0,h1")
-        reapply = playbook(inventory, "--limit", "h0,h1")
-        print(
-            f"\nansible-playbook wall time: check {check_fresh.seconds:.0f}s, apply {apply.seconds:.0f}s, "
-            f"reapply {reapply.seconds:.0f}s"
-        )
-        yield Fleet(hosts, inventory, check_fresh, exists, apply, reapply)
+    hosts = host_pool.fresh(3)
+    inventory = hosts.write_inventory(
+        tmp / "inventory.yml",
+        groups={
+            "gpu_nodes": ["h0", "h1", "h2"],
+            "ib_nodes": ["h0", "h1"],
+            "nvmeof_clients": ["h0", "h1"],
+            "lustre_clients": ["h2"],
+            "beegfs_clients": ["h2"],
+        },
+        hostvars={
+            "h2": {
+                "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+                "nccl_ib_hca": "mlx5_0,mlx5_1",
+                "lustre_client_mgs_nids": ["10.1.0.2@o2ib"],
+                "lustre_client_fsname": "scratch",
+                "lustre_client_repo_key_url": "https://mirror.example/lustre/GPG-KEY",
+                "beegfs_client_mgmtd_host": "mgmt.example",
+                "beegfs_client_conn_auth_secret": "test-only-secret-42",
+            }
+        },
+        group_vars={"all": {**RUNTIME_OFF, "nvmeof_initiator_targets": NVMEOF_TARGETS}},
+    )
+    check_fresh = playbook(inventory, "--check", "--diff")
+    exists = {
+        (h.name, path): hosts.ssh(h, f"test -e {path}", check=False).returncode == 0
+        for h in hosts
+        for path in WRITTEN_BY_A_RUN
+    }
+    apply = playbook(inventory, "--limit", "h0,h1")
+    reapply = playbook(inventory, "--limit", "h0,h1")
+    print(
+        f"\nansible-playbook wall time: check {check_fresh.seconds:.0f}s, apply {apply.seconds:.0f}s, "
+        f"reapply {reapply.seconds:.0f}s"
+    )
+    return Fleet(hosts, inventory, check_fresh, exists, apply, reapply)
 
 
 def _skip_reasons(run: Run, host: str) -> dict[str, str]:
