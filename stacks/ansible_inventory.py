@@ -443,13 +443,22 @@ def _group_vars(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[s
 
 def _fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"fleetforge_fleet": name, "fleetforge_sku": sku.sku}
+    # Exact pins reach the roles exactly: the roles install (and hold) these versions, and the gate
+    # then checks each node reports them. A branch alone ("570") pins only the branch.
     driver = pinned.get("driver")
     if driver:
-        # "570.133.20" pins the branch the driver role installs; the gate checks the full version.
         out["nvidia_driver_branch"] = driver.split(".")[0]
+        if re.fullmatch(r"\d+\.\d+(\.\d+)?", driver):
+            out["nvidia_driver_version"] = driver
     cuda = pinned.get("cuda")
     if cuda and re.fullmatch(r"\d+\.\d+(\.\d+)?", cuda):
         out["cuda_toolkit_version"] = ".".join(cuda.split(".")[:2])
+        if cuda.count(".") == 2:
+            out["cuda_toolkit_release"] = cuda
+    nccl = pinned.get("nccl")
+    if nccl and re.fullmatch(r"\d+\.\d+\.\d+(-\d+)?", nccl):
+        # NVIDIA's NCCL packages are revision 1 (libnccl2=2.26.2-1+cuda12.8); a pin may name another.
+        out["nccl_version"] = nccl if "-" in nccl else f"{nccl}-1"
     return out
 
 

@@ -91,7 +91,9 @@ def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
     assert hv["gpu_facts_expected_nvidia_gpus"] == 8  # the SKU's GPUs per node
     assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
     assert hv["nccl_fabric"] == "infiniband"
-    assert hv["nvidia_driver_branch"] == "570"  # from validation.pinned_versions.driver 570.133.20
+    # The spec's exact pins reach the roles exactly (validation.pinned_versions.driver 570.133.20),
+    # so the roles install the version the gate will demand, not the newest of the branch.
+    assert hv["nvidia_driver_branch"] == "570" and hv["nvidia_driver_version"] == "570.133.20"
     assert hv["lustre_client_mgs_nids"] == ["10.1.0.2@o2ib"] and hv["lustre_client_fsname"] == "scratch"
 
 
@@ -863,3 +865,23 @@ def test_the_azure_stacks_planned_outputs_make_an_inventory(example: str) -> Non
     if outputs["storage"] is not None:
         assert doc["compose"]["lustre_client_fsname"] == "'lustrefs'"
         assert doc["conditional_groups"]["lustre_clients"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("pinned", "expected"),
+    [
+        ({"driver": "570"}, {"nvidia_driver_branch": "570"}),
+        ({"driver": "580.65.06"}, {"nvidia_driver_branch": "580", "nvidia_driver_version": "580.65.06"}),
+        ({"cuda": "12.8"}, {"cuda_toolkit_version": "12.8"}),
+        ({"cuda": "12.8.1"}, {"cuda_toolkit_version": "12.8", "cuda_toolkit_release": "12.8.1"}),
+        ({"nccl": "2.26.2"}, {"nccl_version": "2.26.2-1"}),
+        ({"nccl": "2.25.1-1"}, {"nccl_version": "2.25.1-1"}),
+        ({"vbios": "96.00.89.00.01"}, {}),  # the gate checks it; no role installs a VBIOS
+    ],
+)
+def test_exact_pins_reach_the_roles_exactly(pinned: dict[str, str], expected: dict[str, str]) -> None:
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import _fleet_vars
+
+    got = _fleet_vars("train-a", get_sku("p5.48xlarge"), pinned)
+    assert {k: v for k, v in got.items() if not k.startswith("fleetforge_")} == expected
