@@ -20,7 +20,7 @@ from rich.text import Text
 
 from fleet.text import printable
 from fleetforge import exitcodes, install
-from fleetforge.commands.fleet import _parse_vars
+from fleetforge.commands.fleet import parse_vars
 from fleetforge.console import QUIET, VERBOSE_HELP, err, fail, load_spec_or_exit, out, print_json, verbosity
 from fleetforge.gating import (
     LEVEL_HELP,
@@ -159,7 +159,7 @@ def bringup(
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir}: not a folder", exitcodes.USAGE)
-    extravars = _parse_vars(var or [])
+    extravars = parse_vars(var or [])
     fleet_spec = load_spec_or_exit(spec)
     chosen, sku_from = choose_sku(None, fleet_spec)
     action = _replace_action(replace, fleet_spec)

@@ -193,7 +193,7 @@ def burnin(
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
     if wheelhouse is not None and not wheelhouse.is_dir():
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
-    extravars = _parse_vars(var or [])
+    extravars = parse_vars(var or [])
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = choose_sku(None if sku == "auto" else sku, fleet_spec)
 
@@ -280,7 +280,7 @@ def _parse_limit(value: str | None) -> tuple[str, ...]:
     return names
 
 
-def _parse_vars(items: list[str]) -> dict[str, object]:
+def parse_vars(items: list[str]) -> dict[str, object]:
     extravars: dict[str, object] = {}
     for item in items:
         key, sep, raw = item.partition("=")
