@@ -186,7 +186,14 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(region, str) or not region:
         raise InventoryConfigError("group.region", "required to list the group's instances")
     groups = _groups(sku, storage)
-    compose = {"ansible_host": "private_ip_address", **_composed_literals(fleet, sku, storage, groups, {})}
+    compose = {
+        "ansible_host": "private_ip_address",
+        # What the aws-unhealthy action reads, from the plugin's own host vars: the instance's id
+        # and the region the plugin found it in.
+        "ec2_instance_id": "instance_id",
+        "aws_region": "placement.region",
+        **_composed_literals(fleet, sku, storage, groups, {}),
+    }
     return {
         "plugin": "amazon.aws.aws_ec2",
         "regions": [ansible_yaml.Unsafe(region)],
