@@ -57,13 +57,17 @@ def test_what_is_not_a_version_is_never_chosen() -> None:
 def test_no_published_version_is_a_clear_error_naming_the_image_and_location() -> None:
     client, _ = _client([])
     image = MarketplaceImage("microsoft-dsvm", "ubuntu-hpc", "2204")
-    with pytest.raises(pulumi.RunError, match=r"no version of microsoft-dsvm:ubuntu-hpc:2204 in southcentralus"):
+    with pytest.raises(
+        pulumi.RunError, match=r"no version of microsoft-dsvm:ubuntu-hpc:2204 in southcentralus"
+    ):
         newest_version(list_versions(client, LOCATION, image), image, LOCATION)
 
 
 def test_an_error_from_azure_surfaces_instead_of_a_guess() -> None:
     from azure.core.exceptions import HttpResponseError
 
-    client, _ = _client({"error": {"code": "AuthorizationFailed", "message": "no read on images"}}, status=403)
+    client, _ = _client(
+        {"error": {"code": "AuthorizationFailed", "message": "no read on images"}}, status=403
+    )
     with pytest.raises(HttpResponseError, match="AuthorizationFailed"):
         list_versions(client, LOCATION, DEFAULT_IMAGE)

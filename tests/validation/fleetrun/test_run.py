@@ -26,11 +26,11 @@ from validation.fleetrun.run import (
     FleetRunError,
     FleetRunOptions,
     _fresh_results_dir,
-    _rerun_results_dir,
     _Progress,
+    _rerun_results_dir,
     _run_problem,
-    playbook_paths,
     limited_hosts,
+    playbook_paths,
     role_vars,
     run_time_limit,
 )
