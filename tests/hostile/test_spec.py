@@ -304,14 +304,18 @@ def test_jinja_payloads_are_refused_and_never_rendered(
     canary.assert_untouched()
 
 
-def test_billion_laughs_is_refused_in_well_under_a_second(cli: Callable[..., CliRun], tmp_path: Path) -> None:
+def test_billion_laughs_is_refused_at_its_first_anchor(cli: Callable[..., CliRun], tmp_path: Path) -> None:
+    """Refused by the loader at the first anchor, before any alias could expand (the timing of it
+    is a benchmark's business; the bound here only catches an expansion that would hang)."""
     spec = tmp_path / "lol.yaml"
     spec.write_text(BILLION_LAUGHS)
     for command in COMMANDS:
         start = time.perf_counter()
         run = cli(*command, spec)
         elapsed = time.perf_counter() - start
-        assert run.code == exitcodes.DATA and elapsed < 0.5, (elapsed, run.err)
+        assert run.code == exitcodes.DATA, run.err
+        assert "anchor &a0 at line 1: anchors are not allowed in a spec" in run.err
+        assert elapsed < 30, elapsed
 
 
 def _fifo(p: Path) -> None:

@@ -233,7 +233,8 @@ def test_with_gpus_declared_the_driver_and_gpu_roles_run_in_check_mode(fleet: Fl
     assert "nvidia-driver-570-open" in run.results(why, "nvidia_driver")["h2"]["msg"]
     # NVSwitch host: fabric manager runs, locked to the driver's branch.
     assert run.results("Skip on hosts without NVSwitch")["h2"].get("skipped") is True
-    assert "Fabric Manager 570" in run.results(why, "nvidia_fabricmanager")["h2"]["msg"]
+    # ...at exactly the driver's version (Fabric Manager must match the driver it serves).
+    assert "nvidia-fabricmanager-570=570.133.20" in run.results(why, "nvidia_fabricmanager")["h2"]["msg"]
     assert "libnccl2 2.26.2-1+cuda12.8" in run.results(why, "nccl")["h2"]["msg"]
     nccl_conf = run.diff_after("h2", "/etc/nccl.conf")
     assert "NCCL_IB_DISABLE=0" in nccl_conf and "NCCL_IB_HCA=mlx5_0,mlx5_1" in nccl_conf
