@@ -19,11 +19,9 @@ import typer
 from rich.text import Text
 
 from fleet.text import printable
-from fleetforge import exitcodes, install
-from fleetforge.commands.fleet import parse_vars
+from fleetforge import exitcodes
 from fleetforge.console import QUIET, VERBOSE_HELP, err, fail, load_spec_or_exit, out, print_json, verbosity
 from fleetforge.gating import (
-    LEVEL_HELP,
     HtmlOption,
     InventoryOutOption,
     JsonOption,
@@ -32,10 +30,24 @@ from fleetforge.gating import (
     PromOption,
     StrictOption,
     choose_sku,
-    parse_level,
     print_verdict,
     report_outputs,
     write_reports,
+)
+from fleetforge.run_options import (
+    BurninTimeoutOption,
+    CollectivesOption,
+    CollectivesTimeoutOption,
+    ExtraPackageOption,
+    FabricOption,
+    FabricRoundsOption,
+    FabricTimeoutOption,
+    ForksOption,
+    LevelOption,
+    ThrottleOption,
+    VarOption,
+    WheelhouseOption,
+    fleet_run_options,
 )
 
 if TYPE_CHECKING:
@@ -112,30 +124,18 @@ def bringup(
     poll: Annotated[
         int, typer.Option(metavar="SECONDS", min=1, help="Seconds between re-reads of the inventory.")
     ] = 30,
-    level: Annotated[str | None, typer.Option(metavar="LEVEL", help=LEVEL_HELP)] = None,
-    forks: Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")] = 10,
-    timeout: Annotated[
-        int, typer.Option(metavar="SECONDS", min=30, help="Seconds each host's burn-in may run.")
-    ] = 1800,
-    throttle: Annotated[
-        int, typer.Option(metavar="N", min=0, help="Most hosts measuring at once (0: as many as --forks).")
-    ] = 0,
-    wheelhouse: Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Folder of wheels to install on the hosts instead of building."),
-    ] = None,
-    extra_package: Annotated[
-        list[str] | None,
-        typer.Option("--extra-package", metavar="PACKAGE", help="A package to install beside fleetforge."),
-    ] = None,
-    collectives: Annotated[
-        bool,
-        typer.Option("--collectives/--no-collectives", help="Measure an all-reduce across the burned hosts."),
-    ] = True,
-    var: Annotated[
-        list[str] | None,
-        typer.Option("--var", metavar="KEY=VALUE", help="A burnin role variable (repeatable, YAML value)."),
-    ] = None,
+    level: LevelOption = None,
+    forks: ForksOption = 10,
+    timeout: BurninTimeoutOption = 1800,
+    throttle: ThrottleOption = 0,
+    wheelhouse: WheelhouseOption = None,
+    extra_package: ExtraPackageOption = None,
+    collectives: CollectivesOption = True,
+    collectives_timeout: CollectivesTimeoutOption = 300,
+    fabric: FabricOption = True,
+    fabric_rounds: FabricRoundsOption = 3,
+    fabric_timeout: FabricTimeoutOption = 120,
+    var: VarOption = None,
     as_json: JsonOption = False,
     junit: JunitOption = None,
     html: HtmlOption = None,
@@ -153,43 +153,44 @@ def bringup(
     outputs = report_outputs(junit, html, prom, inventory_out)
     if (inventory is None) == (stack_outputs is None):
         fail("give --inventory FILE or --stack-outputs FILE (exactly one)", exitcodes.USAGE)
-    if level is not None:
-        parse_level(level, None)
-    if wheelhouse is not None and not wheelhouse.is_dir():
-        fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
     if out_dir.exists() and not out_dir.is_dir():
         fail(f"--out {out_dir}: not a folder", exitcodes.USAGE)
-    extravars = parse_vars(var or [])
     fleet_spec = load_spec_or_exit(spec)
     chosen, sku_from = choose_sku(None, fleet_spec)
     action = _replace_action(replace, fleet_spec)
     if inventory is not None and not inventory.exists():
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
-    inventory_path = (
-        inventory if inventory is not None else _inventory_from_outputs(stack_outputs, fleet_spec, out_dir)
+    # Read and checked here, written only once every option has been checked: bad input changes nothing.
+    inventory_path, rendered = (
+        (inventory, None)
+        if inventory is not None
+        else _inventory_from_outputs(stack_outputs, fleet_spec, out_dir)
     )
-
-    from validation.bringup import BringupError, BringupSettings, Budget, RecordError, bring_up
-    from validation.fleetrun.run import FleetRunOptions
-    from validation.gate import FleetPlan, GateSettings
-
-    say = (lambda line: None) if detail == QUIET else (lambda line: err.print(Text(line)))
-    opts = FleetRunOptions(
-        source=install.source_root(),
-        ansible_root=install.ansible_root(),
+    opts = fleet_run_options(
         inventory=inventory_path,
         out_dir=out_dir,
-        sku=chosen or "auto",
+        sku=chosen,
         level=level,
         spec=spec,
         forks=forks,
-        timeout_s=timeout,
+        timeout=timeout,
         throttle=throttle,
-        extra_packages=tuple(extra_package or ()),
+        extra_package=extra_package,
         wheelhouse=wheelhouse,
         collectives=collectives,
-        extravars=extravars,
+        collectives_timeout=collectives_timeout,
+        fabric=fabric,
+        fabric_rounds=fabric_rounds,
+        fabric_timeout=fabric_timeout,
+        var=var,
     )
+    if rendered is not None:
+        _write_inventory(inventory_path, rendered, out_dir)
+
+    from validation.bringup import BringupError, BringupSettings, Budget, RecordError, bring_up
+    from validation.gate import FleetPlan, GateSettings
+
+    say = (lambda line: None) if detail == QUIET else (lambda line: err.print(Text(line)))
     settings = BringupSettings(
         out_dir=out_dir,
         plan=FleetPlan.from_spec(fleet_spec),
@@ -277,8 +278,8 @@ def _replace_action(name: str | None, fleet_spec: FleetSpec) -> str:
     return name
 
 
-def _inventory_from_outputs(path: Path | None, fleet_spec: FleetSpec, out_dir: Path) -> Path:
-    from fleet.atomic import write_atomic
+def _inventory_from_outputs(path: Path | None, fleet_spec: FleetSpec, out_dir: Path) -> tuple[Path, str]:
+    """Where the stack's inventory goes under --out, and its text."""
     from fleetforge.commands.inventory import from_outputs, read_outputs
     from stacks.ansible_inventory import InventoryConfigError, default_output_name, render
 
@@ -287,13 +288,17 @@ def _inventory_from_outputs(path: Path | None, fleet_spec: FleetSpec, out_dir: P
         doc = from_outputs(read_outputs(path))
     except InventoryConfigError as exc:
         fail(f"--stack-outputs {path}: {exc}", exitcodes.DATA)
-    target = out_dir / "inventory" / default_output_name(doc, fleet_spec.name)
+    return out_dir / "inventory" / default_output_name(doc, fleet_spec.name), render(doc, str(path))
+
+
+def _write_inventory(target: Path, text: str, out_dir: Path) -> None:
+    from fleet.atomic import write_atomic
+
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(target, render(doc, str(path)))
+        write_atomic(target, text)
     except OSError as exc:
         fail(f"--out {out_dir}: cannot write the inventory ({exc.strerror or exc})", exitcodes.CANT_CREATE)
-    return target
 
 
 # The seams the tests replace with fakes behind the same interfaces.

@@ -17,15 +17,13 @@ be built.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
 from rich.text import Text
 
-from fleetforge import exitcodes, install
+from fleetforge import exitcodes
 from fleetforge.console import (
     QUIET,
     VERBOSE_HELP,
@@ -37,7 +35,6 @@ from fleetforge.console import (
     verbosity,
 )
 from fleetforge.gating import (
-    LEVEL_HELP,
     HtmlOption,
     InventoryOutOption,
     JsonOption,
@@ -46,11 +43,25 @@ from fleetforge.gating import (
     PromOption,
     StrictOption,
     choose_sku,
-    parse_level,
     print_verdict,
     report_outputs,
     verdict_exit,
     write_reports,
+)
+from fleetforge.run_options import (
+    BurninTimeoutOption,
+    CollectivesOption,
+    CollectivesTimeoutOption,
+    ExtraPackageOption,
+    FabricOption,
+    FabricRoundsOption,
+    FabricTimeoutOption,
+    ForksOption,
+    LevelOption,
+    ThrottleOption,
+    VarOption,
+    WheelhouseOption,
+    fleet_run_options,
 )
 
 if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
@@ -59,8 +70,6 @@ if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge 
     from validation.gate import GateResult
 
 fleet_app = typer.Typer(help="Fleet-wide operations over an Ansible inventory.", no_args_is_help=True)
-
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @fleet_app.command("burnin")
@@ -71,10 +80,7 @@ def burnin(
             "--inventory", "-i", metavar="FILE", help="Ansible inventory: every host in it is burned in."
         ),
     ],
-    level: Annotated[
-        str | None,
-        typer.Option(metavar="LEVEL", help=LEVEL_HELP),
-    ] = None,
+    level: LevelOption = None,
     sku: Annotated[
         str,
         typer.Option(
@@ -94,73 +100,17 @@ def burnin(
             "--out", metavar="DIR", help="Folder for results/, the Ansible artifacts and fleet-run.json."
         ),
     ] = Path("fleet-burnin"),
-    forks: Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")] = 10,
-    timeout: Annotated[
-        int,
-        typer.Option(
-            metavar="SECONDS",
-            min=30,
-            help="Seconds each host's burn-in may run before it is stopped (fail closed).",
-        ),
-    ] = 1800,
-    throttle: Annotated[
-        int,
-        typer.Option(
-            metavar="N", min=0, help="Most hosts measuring at the same time (0: as many as --forks)."
-        ),
-    ] = 0,
-    extra_package: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--extra-package",
-            metavar="PACKAGE",
-            help="A package to install on the hosts beside fleetforge (repeatable), e.g. torch==2.13.0 for "
-            "the all-reduce across nodes, nvidia-ml-py on GPU hosts.",
-        ),
-    ] = None,
-    wheelhouse: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="DIR",
-            help="Folder of wheels (fleetforge-*.whl and its dependencies) to install instead of building.",
-        ),
-    ] = None,
-    collectives: Annotated[
-        bool,
-        typer.Option(
-            "--collectives/--no-collectives", help="Measure an all-reduce across hosts through torchrun."
-        ),
-    ] = True,
-    collectives_timeout: Annotated[
-        int,
-        typer.Option(
-            metavar="SECONDS", min=10, help="Seconds for the all-reduce's rendezvous and measurement."
-        ),
-    ] = 300,
-    fabric: Annotated[
-        bool,
-        typer.Option(
-            "--fabric/--no-fabric",
-            help="After the burn-in, measure the hosts in pairs (rounds of disjoint pairs at once, a new "
-            "partner each round) and name the slow host or link; on for 2+ hosts.",
-        ),
-    ] = True,
-    fabric_rounds: Annotated[
-        int,
-        typer.Option(metavar="N", min=1, max=16, help="Rounds of pairs in the fabric stage."),
-    ] = 3,
-    fabric_timeout: Annotated[
-        int,
-        typer.Option(metavar="SECONDS", min=10, help="Seconds for one pair's rendezvous and measurement."),
-    ] = 120,
-    var: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--var",
-            metavar="KEY=VALUE",
-            help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
-        ),
-    ] = None,
+    forks: ForksOption = 10,
+    timeout: BurninTimeoutOption = 1800,
+    throttle: ThrottleOption = 0,
+    extra_package: ExtraPackageOption = None,
+    wheelhouse: WheelhouseOption = None,
+    collectives: CollectivesOption = True,
+    collectives_timeout: CollectivesTimeoutOption = 300,
+    fabric: FabricOption = True,
+    fabric_rounds: FabricRoundsOption = 3,
+    fabric_timeout: FabricTimeoutOption = 120,
+    var: VarOption = None,
     limit: Annotated[
         str | None,
         typer.Option(
@@ -187,40 +137,33 @@ def burnin(
     """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
     detail = verbosity(quiet, verbose)
     outputs = report_outputs(junit, html, prom, inventory_out)
-    if level is not None:
-        parse_level(level, None)
     if not inventory.exists():
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
-    if wheelhouse is not None and not wheelhouse.is_dir():
-        fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
-    extravars = parse_vars(var or [])
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = choose_sku(None if sku == "auto" else sku, fleet_spec)
-
-    from validation.fleetrun.hosts import HostListError, MissingAnsibleError
-    from validation.fleetrun.run import FleetRunError, FleetRunOptions, run_fleet
-
-    opts = FleetRunOptions(
-        source=install.source_root(),
-        ansible_root=install.ansible_root(),
+    opts = fleet_run_options(
         inventory=inventory,
         out_dir=out_dir,
-        sku=chosen or "auto",
+        sku=chosen,
         level=level,
         spec=spec,
         forks=forks,
-        timeout_s=timeout,
+        timeout=timeout,
         throttle=throttle,
-        extra_packages=tuple(extra_package or ()),
+        extra_package=extra_package,
         wheelhouse=wheelhouse,
         collectives=collectives,
-        collectives_timeout_s=collectives_timeout,
+        collectives_timeout=collectives_timeout,
         fabric=fabric,
         fabric_rounds=fabric_rounds,
-        fabric_timeout_s=fabric_timeout,
-        extravars=extravars,
+        fabric_timeout=fabric_timeout,
+        var=var,
         limit=_parse_limit(limit),
     )
+
+    from validation.fleetrun.hosts import HostListError, MissingAnsibleError
+    from validation.fleetrun.run import FleetRunError, run_fleet
+
     try:
         run = run_fleet(
             opts, say=(lambda line: None) if detail == QUIET else lambda line: err.print(Text(line))
@@ -278,20 +221,6 @@ def _parse_limit(value: str | None) -> tuple[str, ...]:
     if not names or any(not n for n in names):
         fail(f"--limit: {value!r} is not a comma-separated list of inventory host names", exitcodes.USAGE)
     return names
-
-
-def parse_vars(items: list[str]) -> dict[str, object]:
-    extravars: dict[str, object] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not _VAR_NAME.match(key):
-            fail(f"--var {item!r}: expected KEY=VALUE with KEY a variable name", exitcodes.USAGE)
-        try:
-            extravars[key] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as exc:
-            fail(f"--var {key}: value is not YAML ({exc.__class__.__name__})", exitcodes.USAGE)
-    return extravars
 
 
 def _print_run(run: FleetRun) -> None:

@@ -1,0 +1,150 @@
+"""The fleet run's options as `fleet burnin` and `bringup` take them: each option is declared once
+here, so both commands spell, default and explain it the same way, and one function turns them into
+the run's FleetRunOptions after the checks that must refuse before anything runs.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+import yaml
+
+from fleetforge import exitcodes, install
+from fleetforge.console import fail
+from fleetforge.gating import LEVEL_HELP, parse_level
+
+if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
+    from validation.fleetrun.run import FleetRunOptions
+
+_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+LevelOption = Annotated[str | None, typer.Option(metavar="LEVEL", help=LEVEL_HELP)]
+ForksOption = Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")]
+BurninTimeoutOption = Annotated[
+    int,
+    typer.Option(
+        metavar="SECONDS",
+        min=30,
+        help="Seconds each host's burn-in may run before it is stopped (fail closed).",
+    ),
+]
+ThrottleOption = Annotated[
+    int,
+    typer.Option(metavar="N", min=0, help="Most hosts measuring at the same time (0: as many as --forks)."),
+]
+ExtraPackageOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extra-package",
+        metavar="PACKAGE",
+        help="A package to install on the hosts beside fleetforge (repeatable), e.g. torch==2.13.0 for "
+        "the all-reduce across nodes, nvidia-ml-py on GPU hosts.",
+    ),
+]
+WheelhouseOption = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="DIR",
+        help="Folder of wheels (fleetforge-*.whl and its dependencies) to install instead of building.",
+    ),
+]
+CollectivesOption = Annotated[
+    bool,
+    typer.Option(
+        "--collectives/--no-collectives", help="Measure an all-reduce across hosts through torchrun."
+    ),
+]
+CollectivesTimeoutOption = Annotated[
+    int,
+    typer.Option(metavar="SECONDS", min=10, help="Seconds for the all-reduce's rendezvous and measurement."),
+]
+FabricOption = Annotated[
+    bool,
+    typer.Option(
+        "--fabric/--no-fabric",
+        help="After the burn-in, measure the hosts in pairs (rounds of disjoint pairs at once, a new "
+        "partner each round) and name the slow host or link; on for 2+ hosts.",
+    ),
+]
+FabricRoundsOption = Annotated[
+    int, typer.Option(metavar="N", min=1, max=16, help="Rounds of pairs in the fabric stage.")
+]
+FabricTimeoutOption = Annotated[
+    int, typer.Option(metavar="SECONDS", min=10, help="Seconds for one pair's rendezvous and measurement.")
+]
+VarOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--var",
+        metavar="KEY=VALUE",
+        help="A burnin role variable KEY=VALUE (repeatable, YAML value), e.g. burnin_blas_threads=1.",
+    ),
+]
+
+
+def fleet_run_options(
+    *,
+    inventory: Path,
+    out_dir: Path,
+    sku: str | None,
+    level: str | None,
+    spec: Path | None,
+    forks: int,
+    timeout: int,
+    throttle: int,
+    extra_package: list[str] | None,
+    wheelhouse: Path | None,
+    collectives: bool,
+    collectives_timeout: int,
+    fabric: bool,
+    fabric_rounds: int,
+    fabric_timeout: int,
+    var: list[str] | None,
+    limit: tuple[str, ...] = (),
+) -> FleetRunOptions:
+    """The run's options; a bad level, wheelhouse or --var exits 64 before anything runs."""
+    from validation.fleetrun.run import FleetRunOptions
+
+    if level is not None:
+        parse_level(level, None)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
+    return FleetRunOptions(
+        source=install.source_root(),
+        ansible_root=install.ansible_root(),
+        inventory=inventory,
+        out_dir=out_dir,
+        sku=sku or "auto",
+        level=level,
+        spec=spec,
+        forks=forks,
+        timeout_s=timeout,
+        throttle=throttle,
+        extra_packages=tuple(extra_package or ()),
+        wheelhouse=wheelhouse,
+        collectives=collectives,
+        collectives_timeout_s=collectives_timeout,
+        fabric=fabric,
+        fabric_rounds=fabric_rounds,
+        fabric_timeout_s=fabric_timeout,
+        extravars=parse_vars(var or []),
+        limit=limit,
+    )
+
+
+def parse_vars(items: list[str]) -> dict[str, object]:
+    """`--var KEY=VALUE` items as role variables, each value read as YAML."""
+    extravars: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not _VAR_NAME.match(key):
+            fail(f"--var {item!r}: expected KEY=VALUE with KEY a variable name", exitcodes.USAGE)
+        try:
+            extravars[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as exc:
+            fail(f"--var {key}: value is not YAML ({exc.__class__.__name__})", exitcodes.USAGE)
+    return extravars
