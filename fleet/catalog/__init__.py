@@ -12,6 +12,7 @@ from fleet.catalog.model import (
     Accelerator,
     Catalog,
     Fabric,
+    FabricEnvironment,
     Placement,
     ReferenceFigure,
     Sku,
@@ -22,11 +23,13 @@ __all__ = [
     "Accelerator",
     "Catalog",
     "Fabric",
+    "FabricEnvironment",
     "Placement",
     "ReferenceFigure",
     "Sku",
     "UnknownSkuError",
     "all_skus",
+    "fabric_environment",
     "get_sku",
     "load_catalog",
 ]
@@ -66,3 +69,8 @@ def get_sku(name: str) -> Sku:
         return _by_name()[name]
     except KeyError:
         raise UnknownSkuError(name) from None
+
+
+def fabric_environment(sku: Sku) -> FabricEnvironment:
+    """The NCCL/libfabric environment of the SKU's fabric (skus.yaml `fabrics`)."""
+    return load_catalog().fabric_environment(sku)

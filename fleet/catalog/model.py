@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 Cloud = Literal["aws", "gcp", "azure", "onprem"]
 FabricKind = Literal[
@@ -96,6 +97,66 @@ class ReferenceFigure(_Fact):
         return self.value * self.fraction
 
 
+# What roles/nccl writes to /etc/nccl.conf for a fabric (its `nccl_fabric` choices).
+NcclFabric = Literal["infiniband", "roce", "efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gib", "tcp", "none"]
+# Variables NCCL and its net plugins read: the only ones /etc/nccl.conf may carry (NCCL sets each
+# key of the file in its own environment at start; libfabric reads FI_* after that, when the
+# plugin opens it). LD_LIBRARY_PATH is read by the loader before main(), so it travels only in the
+# process environment (the burn-in's `burnin_environment`).
+NCCL_CONF_PREFIXES = ("NCCL_", "FI_")
+_ENV_NAME = r"^[A-Z][A-Z0-9_]*$"
+
+
+class FabricEnvironment(_Fact):
+    """The NCCL/libfabric environment a fabric needs, as its vendor publishes it.
+
+    Only values that are the same on every node of the fabric belong here. Values that depend on
+    the node (interface names, CPU bindings, HCA names) are left to the node: `profile` names the
+    vendor's script on the image that computes them, and `node_specific` lists what it (or the
+    operator) must set, so nobody invents them here."""
+
+    nccl_fabric: NcclFabric
+    environment: dict[str, str] = Field(default_factory=dict)
+    library_path: str | None = Field(
+        default=None, description="Folder of the vendor's NCCL and net plugin, first on LD_LIBRARY_PATH"
+    )
+    profile: str | None = Field(
+        default=None, description="Shell script on the node that exports the rest (sourced, never run here)"
+    )
+    profile_environment: dict[str, str] = Field(
+        default_factory=dict, description="Variables the profile script expects when sourced"
+    )
+    node_specific: tuple[str, ...] = ()
+
+    @field_validator("environment", "profile_environment")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not re.fullmatch(_ENV_NAME, name):
+                raise ValueError(f"{name!r} is not an environment variable name ({_ENV_NAME})")
+        return value
+
+    @model_validator(mode="after")
+    def _static_only(self) -> FabricEnvironment:
+        clash = sorted(set(self.environment) & set(self.node_specific))
+        if clash:
+            raise ValueError(f"{', '.join(clash)}: node-specific, so not a fabric-wide value")
+        if self.profile_environment and self.profile is None:
+            raise ValueError("profile_environment without a profile script")
+        return self
+
+    def process_environment(self) -> dict[str, str]:
+        """What a process that runs NCCL over this fabric starts with (the burn-in's environment)."""
+        env = dict(self.environment)
+        if self.library_path:
+            env["LD_LIBRARY_PATH"] = self.library_path
+        return env
+
+    def nccl_conf(self) -> dict[str, str]:
+        """The part of the environment /etc/nccl.conf can carry (NCCL_* and FI_* variables)."""
+        return {k: v for k, v in self.environment.items() if k.startswith(NCCL_CONF_PREFIXES)}
+
+
 class Sku(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -129,4 +190,15 @@ class Catalog(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     sources: dict[str, str]
+    fabrics: dict[FabricKind, FabricEnvironment]
     skus: tuple[Sku, ...]
+
+    @model_validator(mode="after")
+    def _every_fabric_has_an_environment(self) -> Catalog:
+        missing = sorted({s.fabric.kind for s in self.skus} - set(self.fabrics))
+        if missing:
+            raise ValueError(f"fabrics: no entry for {', '.join(missing)}, which SKUs use")
+        return self
+
+    def fabric_environment(self, sku: Sku) -> FabricEnvironment:
+        return self.fabrics[sku.fabric.kind]

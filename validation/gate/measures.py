@@ -13,6 +13,16 @@ there is no scale at all (typically error counters), so the relative rule is not
 metric; the checks' own fail status covers those. Every node with a measurement counts towards
 the median, rejected ones included: median and MAD shrug off a minority of bad nodes.
 
+The fleet run's fabric metrics (fleet/metrics.py MULTINODE_METRIC and FABRIC_METRIC) exist only
+where `fleetforge fleet burnin` ran its collectives: a catalog floor on one that no node measured
+(a single-node burn-in, a fleet run without PyTorch) is not applied and a note says so, where any
+other limited metric nobody measured rejects every node. The whole-fleet all-reduce gives every
+member the same figure, so its floor cannot tell a slow host from a slow fleet: when the fleet run
+also measured each host's pairs (FABRIC_METRIC), a whole-fleet figure below its floor is a note and
+the hosts are judged on their pairs; without pair figures every member is held to it, as before.
+A measured metric with no floor from the catalog or the spec is judged fleet-relative only, and its
+statistics say so (for the fabric metrics a note too: most SKUs have no published multi-node figure).
+
 The work is a node x metric matrix in numpy, so 10,000 nodes x 30 metrics is milliseconds.
 """
 
@@ -25,17 +35,22 @@ import numpy as np
 import numpy.typing as npt
 
 from fleet.catalog import Sku
-from fleet.metrics import Metric
+from fleet.metrics import FABRIC_METRIC, MULTINODE_METRIC, Metric
 from validation.gate.model import MAD_SCALE, GateInputError, GateSettings, MetricStats, NodeVerdict, Reason
 from validation.gate.plausible import judge_plausibility
 
 FloatArray = npt.NDArray[np.float64]
 
 
+# Metrics only a fleet run's collectives measure; see the module docstring.
+FLEET_STAGE_METRICS = frozenset({MULTINODE_METRIC, FABRIC_METRIC})
+
+
 @dataclass(frozen=True, slots=True)
 class Limit:
     value: float
     source: str
+    from_spec: bool = False  # the spec's validation.thresholds set it, not the catalog alone
 
 
 def resolve_limits(sku: Sku | None, settings: GateSettings) -> dict[str, Limit]:
@@ -45,11 +60,12 @@ def resolve_limits(sku: Sku | None, settings: GateSettings) -> dict[str, Limit]:
     for metric, ref in references.items():
         override = settings.thresholds.get(metric)
         if override is not None and override.floor is not None:
-            limits[metric] = Limit(override.floor, f"spec validation.thresholds.{metric}.floor")
+            limits[metric] = Limit(override.floor, f"spec validation.thresholds.{metric}.floor", True)
         elif override is not None and override.fraction is not None:
             limits[metric] = Limit(
                 ref.value * override.fraction,
                 f"{ref.value:g} ({ref.kind}) x {override.fraction:g} from spec validation.thresholds",
+                True,
             )
         else:
             limits[metric] = Limit(
@@ -59,7 +75,7 @@ def resolve_limits(sku: Sku | None, settings: GateSettings) -> dict[str, Limit]:
         if metric in limits:
             continue
         if override.floor is not None:
-            limits[metric] = Limit(override.floor, f"spec validation.thresholds.{metric}.floor")
+            limits[metric] = Limit(override.floor, f"spec validation.thresholds.{metric}.floor", True)
         elif override.fraction is not None:
             where = sku.sku if sku is not None else "the results' SKU"
             raise GateInputError(
@@ -83,6 +99,7 @@ def judge_measures(
     rejects every node as `missing`: the gate cannot accept a fleet on a figure nobody took.
     """
     judged = [v for v in verdicts if v.run_id is not None and v.level is not None]
+    limits = _fleet_stage_limits(judged, limits, notes)
     names = sorted({m for v in judged for m in v.metrics} | set(limits))
     unknown = [m for m in names if m not in vocabulary and m not in limits]
     if unknown:
@@ -138,6 +155,8 @@ def judge_measures(
                 threshold[j] = min(med - k * spread, med - margin * abs(med))
             else:
                 threshold[j] = max(med + k * spread, med + margin * abs(med))
+            if not np.isnan(threshold[j]) and metric not in limits:
+                note = _fleet_relative_only(metric, sku, notes)
         elif metric in limits and measured_count[j] == 0:
             note = "no node reported it: every node is rejected as missing it"
             notes.append(
@@ -163,12 +182,50 @@ def judge_measures(
     with np.errstate(invalid="ignore"):
         below_limit = np.where(higher, values < limit, values > limit)
         outlier = np.where(higher, values < threshold, values > threshold)
+    if MULTINODE_METRIC in index and FABRIC_METRIC in index and present[:, index[FABRIC_METRIC]].any():
+        j = index[MULTINODE_METRIC]
+        if below_limit[:, j].any():
+            below_limit[:, j] = False
+            notes.append(
+                f"{MULTINODE_METRIC}: the whole-fleet all-reduce measured {median[j]:.4g} (median), below "
+                f"its floor {limit[j]:.4g} ({limits[MULTINODE_METRIC].source}); every member measures the "
+                f"same figure, so it names no host: each host is judged on its own pairs ({FABRIC_METRIC})"
+            )
     _floor_reasons(judged, names, values, below_limit, higher, limits)
     _outlier_reasons(judged, names, values, outlier, higher, median, mad, threshold, settings)
     _missing_metric_reasons(judged, names, measured, measured_count)
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
     return stats
+
+
+def _fleet_stage_limits(
+    judged: Sequence[NodeVerdict], limits: Mapping[str, Limit], notes: list[str]
+) -> dict[str, Limit]:
+    """Drop the catalog's floor on a fleet-stage metric that no node took (see the module docstring)."""
+    kept = dict(limits)
+    for metric in sorted(FLEET_STAGE_METRICS & set(limits)):
+        lim = limits[metric]
+        if lim.from_spec or any(metric in v.metrics for v in judged):
+            continue
+        del kept[metric]
+        notes.append(
+            f"{metric}: not measured in these results (measured only by `fleetforge fleet burnin` on 2+ "
+            f"hosts with PyTorch), so its floor {lim.value:.4g} ({lim.source}) was not applied"
+        )
+    return kept
+
+
+def _fleet_relative_only(metric: str, sku: Sku | None, notes: list[str]) -> str:
+    """The statistics' note for a metric with no floor; for a fabric metric the report's note too."""
+    whose = f"{sku.sku} has no catalog reference for it" if sku is not None else "no SKU reference"
+    note = f"fleet-relative only: no floor ({whose} and the spec sets no threshold)"
+    if metric in FLEET_STAGE_METRICS:
+        notes.append(
+            f"{metric}: judged fleet-relative only: {whose} (no published multi-node all-reduce figure "
+            f"for its fabric) and the spec sets no validation.thresholds.{metric}"
+        )
+    return note
 
 
 def _non_finite(judged: Sequence[NodeVerdict], names: Sequence[str], values: FloatArray) -> None:
