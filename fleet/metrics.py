@@ -28,6 +28,10 @@ MULTINODE_CHECK = "multinode_collectives"
 MULTINODE_METRIC = "multinode_allreduce_busbw_gbps"
 FABRIC_CHECK = "fabric_pairs"
 FABRIC_METRIC = "fabric_pair_busbw_gbps"
+# The pairs' RDMA write bandwidth on InfiniBand / RoCE fleets with perftest: the node-side record of
+# validation/burnin/pairbw.py, and the host's figure over its pairs beside FABRIC_METRIC.
+FABRIC_IB_CHECK = "fabric_pair_ib_write"
+FABRIC_IB_METRIC = "fabric_pair_ib_write_gbitps"
 
 METRICS: dict[str, Metric] = dict(
     [
@@ -49,6 +53,12 @@ METRICS: dict[str, Metric] = dict(
             "GB/s",
             True,
             "all-reduce busbw of the host's best pair in the fabric rounds (torchrun, two hosts)",
+        ),
+        _m(
+            "fabric_pair_ib_write_gbitps",
+            "Gb/s",
+            True,
+            "ib_write_bw of the host's best pair in the fabric rounds, slowest HCA pair (perftest)",
         ),
         _m("fabric_ports_active", "count", True, "high-speed fabric ports in ACTIVE state"),
         _m("fabric_port_rate_gbitps", "Gb/s", True, "slowest active fabric port's link rate"),
