@@ -24,6 +24,8 @@ from dataclasses import replace
 import numpy as np
 
 from validation.fabric.model import (
+    BUSBW_UNIT,
+    HOST_METRIC,
     Attribution,
     HostFigures,
     HostFinding,
@@ -137,8 +139,13 @@ def attribute(
     mad_k: float = DEFAULT_MAD_K,
     min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN,
     floor_gbps: float | None = None,
+    metric: str = HOST_METRIC,
+    unit: str = BUSBW_UNIT,
 ) -> Attribution:
-    """Judge every pair, then name the guilty hosts, suspect links and inconclusive hosts."""
+    """Judge every pair, then name the guilty hosts, suspect links and inconclusive hosts.
+
+    The figures may be any bandwidth where higher is better (all-reduce busbw in GB/s, ib_write_bw
+    in Gb/s): `metric` names each host's best pair in its results and `unit` is what reasons say."""
     _check_hosts(hosts, results)
     ordered = tuple(sorted(hosts, key=natural_key))
     reference, left_out = reference_pairs(results, mad_k=mad_k, min_relative_margin=min_relative_margin)
@@ -147,7 +154,7 @@ def attribute(
         shown = ", ".join(sorted(left_out, key=natural_key)[:10]) + (" ..." if len(left_out) > 10 else "")
         note = f"statistics from {len(reference)} completed pairs without far-slow hosts ({shown})"
         rule = replace(rule, notes=(*rule.notes, note))
-    judged = tuple(JudgedPair(r, _verdict(r, rule)) for r in results)
+    judged = tuple(JudgedPair(r, _verdict(r, rule), unit) for r in results)
     # host -> partner -> every measurement of that pair (a pair may be measured in several runs)
     table: dict[str, dict[str, list[JudgedPair]]] = {h: {} for h in ordered}
     for j in judged:
@@ -177,7 +184,7 @@ def attribute(
             kind: HostKind = "failed_with_every_partner" if failed else "slow_with_every_partner"
             word = "failed" if failed else "bad"
             reason = f"{word} with every partner ({len(partners)} of {len(partners)}): {shown}"
-            note = "" if failed else _limit_note(rule)
+            note = "" if failed else _limit_note(rule, unit)
             guilty[h] = HostFinding(h, kind, reason + note, evidence)
         else:
             reason = (
@@ -198,7 +205,7 @@ def attribute(
             evidence = tuple(j for p in sorted(bad, key=natural_key) for j in table[h][p] if j.bad)
             shown = "; ".join(e.describe(h) for e in evidence)
             reason = f"bad with {len(bad)} of {len(table[h])} partners, none of them guilty: {shown}"
-            guilty[h] = HostFinding(h, "repeated_links", reason + _limit_note(rule), evidence)
+            guilty[h] = HostFinding(h, "repeated_links", reason + _limit_note(rule, unit), evidence)
     suspect = tuple(
         LinkFinding(pair, tuple(j for j in table[pair.a][pair.b] if j.bad))
         for pair in links
@@ -211,7 +218,9 @@ def attribute(
         guilty=tuple(guilty[h] for h in ordered if h in guilty),
         suspect_links=suspect,
         inconclusive=tuple(inconclusive[h] for h in ordered if h in inconclusive),
-        figures={h: _figures(h, table[h]) for h in ordered},
+        figures={h: _figures(h, table[h], metric) for h in ordered},
+        metric=metric,
+        unit=unit,
     )
 
 
@@ -219,9 +228,9 @@ def _evidence(table: dict[str, dict[str, list[JudgedPair]]], host: str) -> tuple
     return tuple(j for p in sorted(table[host], key=natural_key) for j in table[host][p])
 
 
-def _limit_note(rule: SlowRule) -> str:
+def _limit_note(rule: SlowRule, unit: str) -> str:
     limit = rule.limit_gbps
-    return "" if limit is None else f" (limit {limit:.4g} GB/s)"
+    return "" if limit is None else f" (limit {limit:.4g} {unit})"
 
 
 def _bad_pairs(
@@ -239,7 +248,7 @@ def _bad_pairs(
     return sorted(found, key=lambda x: (natural_key(x.a), natural_key(x.b)))
 
 
-def _figures(host: str, partners: dict[str, list[JudgedPair]]) -> HostFigures:
+def _figures(host: str, partners: dict[str, list[JudgedPair]], metric: str) -> HostFigures:
     measured = [j for js in partners.values() for j in js]
     values = [j.result.busbw_gbps for j in measured if j.result.busbw_gbps is not None]
     return HostFigures(
@@ -250,4 +259,5 @@ def _figures(host: str, partners: dict[str, list[JudgedPair]]) -> HostFigures:
         best_gbps=max(values) if values else None,
         median_gbps=float(np.median(values)) if values else None,
         worst_gbps=min(values) if values else None,
+        metric=metric,
     )

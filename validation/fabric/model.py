@@ -16,6 +16,7 @@ from validation.gate.model import natural_key
 # the host's best completed pair. It is low only when the host is slow with every partner, so a
 # healthy host that happened to be paired with a bad one keeps a healthy value.
 HOST_METRIC = "fabric_pair_busbw_gbps"
+BUSBW_UNIT = "GB/s"
 
 
 @dataclass(frozen=True, order=True)
@@ -83,6 +84,7 @@ Verdict = Literal["ok", "slow", "failed"]
 class JudgedPair:
     result: PairResult
     verdict: Verdict
+    unit: str = BUSBW_UNIT  # what the figures are in: GB/s busbw, Gb/s ib_write_bw
 
     @property
     def bad(self) -> bool:
@@ -94,7 +96,7 @@ class JudgedPair:
         who = p.other(host) if host is not None else f"{p.a}-{p.b}"
         if self.result.busbw_gbps is None:
             return f"{who} failed ({self.result.reason or 'no reason given'})"
-        return f"{who} {self.result.busbw_gbps:.4g} GB/s ({self.verdict})"
+        return f"{who} {self.result.busbw_gbps:.4g} {self.unit} ({self.verdict})"
 
     def as_dict(self) -> dict[str, object]:
         r = self.result
@@ -148,9 +150,10 @@ class HostFigures:
     best_gbps: float | None
     median_gbps: float | None
     worst_gbps: float | None
+    metric: str = HOST_METRIC  # the name the host's best pair goes into its results under
 
     def metrics(self) -> dict[str, float]:
-        return {} if self.best_gbps is None else {HOST_METRIC: self.best_gbps}
+        return {} if self.best_gbps is None else {self.metric: self.best_gbps}
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -212,6 +215,8 @@ class Attribution:
     suspect_links: tuple[LinkFinding, ...]
     inconclusive: tuple[HostFinding, ...]
     figures: dict[str, HostFigures] = field(default_factory=dict)
+    metric: str = HOST_METRIC
+    unit: str = BUSBW_UNIT
 
     @property
     def clean(self) -> bool:
@@ -234,6 +239,7 @@ class Attribution:
             "guilty": [f.as_dict() for f in self.guilty],
             "suspect_links": [f.as_dict() for f in self.suspect_links],
             "inconclusive": [f.as_dict() for f in self.inconclusive],
-            "host_metric": HOST_METRIC,
+            "host_metric": self.metric,
+            "unit": self.unit,
             "figures": [self.figures[h].as_dict() for h in self.hosts if h in self.figures],
         }

@@ -8,8 +8,16 @@ pair runs the node-side all-reduce with its two hosts only, all pairs at once. T
 record (timeout, rendezvous error, host unreachable mid-stage) is a failed pair, attributed like a
 slow one, never a reject of every member.
 
+On InfiniBand / RoCE fleets with perftest, each pair then measures ib_write_bw between its HCAs
+(validation/burnin/pairbw.py, one side serving, the other connecting); "Read the pair's ib_write_bw
+record" returns that record. Those pairs are attributed on their own, like the all-reduce's: a host
+bad with every partner is guilty, a pair bad only together a suspect link. A pair whose hosts lack
+perftest or RDMA devices is a note, never a reject; a pair whose all-reduce step already failed on a
+host is left to the all-reduce's attribution, so one fault is not counted twice.
+
 What the gate gets: each host's best pair as its metric `fabric_pair_busbw_gbps` (a FABRIC_CHECK
-record appended to the host's fetched results, so floors and the fleet-relative rule judge it), and
+record appended to the host's fetched results, so floors and the fleet-relative rule judge it),
+beside it `fabric_pair_ib_write_gbitps` where ib_write_bw pairs were measured, and
 as `host_reasons` a reject for every guilty host naming the pairs it was bad in, and for a host
 that became unreachable during the rounds. Suspect links and inconclusive hosts are notes.
 """
@@ -21,7 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
+from fleet.metrics import (
+    FABRIC_CHECK,
+    FABRIC_IB_CHECK,
+    FABRIC_IB_METRIC,
+    FABRIC_METRIC,
+    MULTINODE_CHECK,
+    MULTINODE_METRIC,
+)
 from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, utc_now
 from validation.fabric.attribute import attribute
 from validation.fabric.model import Attribution, Pair, PairResult, Round, Schedule
@@ -34,6 +49,21 @@ from validation.gate import Reason, natural_key
 READ_TASK = "Read the pair's record"
 WAIT_TASK = "Wait for the all-reduce of the pair"
 START_TASK = "Start the all-reduce of the pair"
+IB_READ_TASK = "Read the pair's ib_write_bw record"
+# The ib_write_bw step's tasks: a failure in one of them fails the pair's ib_write_bw figure, not
+# its all-reduce, which had already been read back.
+IB_TASKS = frozenset(
+    {
+        "Copy the node's results for the pair's ib_write_bw record",
+        "Look for ib_write_bw and the fabric's RDMA devices",
+        "Note what this host measures ib_write_bw with",
+        "Start ib_write_bw of the pair",
+        "Wait for ib_write_bw of the pair",
+        "Clean up the pair's ib_write_bw job status",
+        IB_READ_TASK,
+    }
+)
+IB_UNIT = "Gb/s"
 # The burn-in play's probe (roles/burnin/tasks/collectives.yml): rc 0 PyTorch is there, 3 it is not.
 TORCH_TASK = "Look for PyTorch in fleetforge's environment"
 NO_TORCH = (
@@ -89,6 +119,8 @@ class RoundEvents:
     records: dict[str, CheckRecord] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
+    ib_records: dict[str, CheckRecord] = field(default_factory=dict)
+    ib_problems: dict[str, str] = field(default_factory=dict)
 
 
 def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
@@ -105,7 +137,20 @@ def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
             seen.unreachable.setdefault(host, msg)
             seen.problems.setdefault(host, f"{host} unreachable: {msg}")
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-            seen.problems.setdefault(host, f"{host}: {task}: {failure_message(task, res)}")
+            where = seen.ib_problems if task in IB_TASKS else seen.problems
+            where.setdefault(host, f"{host}: {task}: {failure_message(task, res)}")
+        elif kind == "runner_on_ok" and task == IB_READ_TASK:
+            try:
+                record = parse_line(str(res.get("stdout") or ""))
+            except ValueError as exc:
+                seen.ib_problems.setdefault(
+                    host, f"{host}: the pair's ib_write_bw record is unreadable: {exc}"
+                )
+                continue
+            if not isinstance(record, CheckRecord) or record.check != FABRIC_IB_CHECK:
+                seen.ib_problems.setdefault(host, f"{host}: no record of the pair's ib_write_bw was written")
+                continue
+            seen.ib_records[host] = record
         elif kind == "runner_on_ok" and task == READ_TASK:
             try:
                 record = parse_line(str(res.get("stdout") or ""))
@@ -141,6 +186,37 @@ def pair_result(pair: Pair, seen: RoundEvents) -> tuple[PairResult, bool]:
     return PairResult(pair, min(r.metrics[MULTINODE_METRIC] for r in got)), False
 
 
+def ib_pair_result(
+    pair: Pair, seen: RoundEvents, round_index: int | None = None
+) -> tuple[PairResult | None, str | None]:
+    """The pair's ib_write_bw measurement, failing closed, or None with why it was not measured
+    (None, None: the step did not run for the pair, or its all-reduce step already failed)."""
+    hosts = (pair.a, pair.b)
+    if any(h in seen.problems for h in hosts):
+        return None, None
+    problems = [seen.ib_problems[h] for h in hosts if h in seen.ib_problems]
+    if problems:
+        return PairResult(pair, None, "ib_write_bw: " + "; ".join(problems)[:500], round_index), None
+    records = {h: seen.ib_records.get(h) for h in hosts}
+    got = {h: r for h, r in records.items() if r is not None}
+    if not got:
+        return None, None  # the step is off (burnin_fabric_ib false)
+    for host in hosts:
+        if host not in got:
+            return PairResult(pair, None, f"ib_write_bw: {host}: no record came back", round_index), None
+    skips = [r for r in got.values() if r.status == "skip"]
+    if skips:
+        return None, clean(skips[0].reason or "skipped")
+    for host, rec in got.items():
+        if rec.status != "pass" or FABRIC_IB_METRIC not in rec.metrics:
+            why = clean(rec.reason or rec.error or rec.status)
+            return PairResult(
+                pair, None, f"ib_write_bw: {host}: {rec.status}: {why}"[:500], round_index
+            ), None
+    # The server prints the client's report, so the sides agree; the lower counts if they do not.
+    return PairResult(pair, min(r.metrics[FABRIC_IB_METRIC] for r in got.values()), None, round_index), None
+
+
 class AnsibleRounds:
     """A `RoundRunner` that measures a round through one play (`play`) and reads back its events."""
 
@@ -150,6 +226,8 @@ class AnsibleRounds:
         self.stage_id = stage_id
         self.unreachable: dict[str, str] = {}
         self.backend = ""
+        self.ib_results: list[PairResult] = []
+        self.ib_skipped: list[tuple[Pair, str]] = []
 
     def __call__(self, round_: Round, /) -> Sequence[PairResult]:
         mapping = round_vars(round_, base_port=self.base_port, stage_id=self.stage_id)
@@ -166,6 +244,11 @@ class AnsibleRounds:
             out.append(result)
             if skip:
                 skipped.append(result.reason or "skipped")
+            ib, ib_skip = ib_pair_result(pair, seen, round_.index)
+            if ib is not None:
+                self.ib_results.append(ib)
+            elif ib_skip is not None:
+                self.ib_skipped.append((pair, ib_skip))
         if round_.pairs and len(skipped) == len(round_.pairs):
             raise FabricSkipped(skipped[0])
         return out
@@ -186,6 +269,9 @@ class FabricStage:
     left_out: dict[str, str] = field(default_factory=dict)  # host -> why it was not paired
     seconds: float = 0.0
     backend: str = ""  # the pairs' all-reduce (torch-gloo, torch-nccl)
+    ib_results: tuple[PairResult, ...] = ()
+    ib_attribution: Attribution | None = None
+    ib_skipped: tuple[tuple[Pair, str], ...] = ()  # pairs whose hosts cannot run ib_write_bw, and why
 
     def reasons(self) -> dict[str, list[Reason]]:
         """Per host, the gate's rejects from the stage: unreachable during it, or guilty."""
@@ -201,22 +287,46 @@ class FabricStage:
                     f"unreachable during the fabric rounds: {msg}",
                 )
             )
-        if self.attribution is None:
-            return out
-        for finding in self.attribution.guilty:
-            fig = self.attribution.figures.get(finding.host)
-            failed = finding.kind == "failed_with_every_partner"
-            out.setdefault(finding.host, []).append(
-                Reason(
-                    "error" if failed else "outlier",
-                    FABRIC_CHECK,
-                    FABRIC_METRIC,
-                    None if fig is None else fig.best_gbps,
-                    self.attribution.rule.limit_gbps,
-                    f"fabric: {finding.reason}",
+        for attribution, label in ((self.attribution, "fabric"), (self.ib_attribution, "fabric ib_write_bw")):
+            if attribution is None:
+                continue
+            for finding in attribution.guilty:
+                fig = attribution.figures.get(finding.host)
+                failed = finding.kind == "failed_with_every_partner"
+                out.setdefault(finding.host, []).append(
+                    Reason(
+                        "error" if failed else "outlier",
+                        FABRIC_CHECK,
+                        attribution.metric,
+                        None if fig is None else fig.best_gbps,
+                        attribution.rule.limit_gbps,
+                        f"{label}: {finding.reason}",
+                    )
                 )
-            )
         return out
+
+    def ib_notes(self) -> list[str]:
+        """What the ib_write_bw pairs add to the report beside their rejects."""
+        notes: list[str] = []
+        a = self.ib_attribution
+        if a is not None:
+            for link in a.suspect_links:
+                shown = "; ".join(e.describe() for e in link.evidence)
+                notes.append(
+                    f"fabric ib_write_bw: suspect link {link.pair.a}-{link.pair.b} (bad only together, "
+                    f"neither host rejected for it): {shown}"
+                )
+            for finding in a.inconclusive:
+                notes.append(f"fabric ib_write_bw: {finding.host} inconclusive: {finding.reason}")
+        if self.ib_skipped:
+            # One line per distinct reason, a few pairs named: a fleet without perftest says it once.
+            by_reason: dict[str, list[str]] = {}
+            for pair, why in self.ib_skipped:
+                by_reason.setdefault(_without_host(why), []).append(f"{pair.a}-{pair.b}")
+            for why, pairs in by_reason.items():
+                shown = ", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+                notes.append(f"fabric ib_write_bw not measured in {len(pairs)} pair(s) ({shown}): {why}")
+        return notes
 
     def gate_notes(self) -> list[str]:
         """What the gate's report says beside the rejects: suspect links and inconclusive hosts."""
@@ -233,20 +343,33 @@ class FabricStage:
                 )
             for finding in a.inconclusive:
                 notes.append(f"fabric: {finding.host} inconclusive: {finding.reason}")
-        return notes + [f"fabric: {n}" for n in self.notes]
+        return notes + self.ib_notes() + [f"fabric: {n}" for n in self.notes]
 
     def write_host_records(self, results_dir: Path) -> list[str]:
-        """Append each host's figure over its pairs to its fetched results; the hosts written."""
-        if self.attribution is None:
-            return []
-        by_host: dict[str, list[str]] = {}
-        for j in self.attribution.pairs:
-            for h in (j.result.pair.a, j.result.pair.b):
-                by_host.setdefault(h, []).append(j.describe(h))
+        """Append each host's figures over its pairs (all-reduce busbw, and ib_write_bw where it
+        was measured) to its fetched results; the hosts written."""
+        per_host: dict[str, tuple[dict[str, float], list[str]]] = {}
+        for attribution, what in ((self.attribution, "all-reduce"), (self.ib_attribution, "ib_write_bw")):
+            if attribution is None:
+                continue
+            by_host: dict[str, list[str]] = {}
+            for j in attribution.pairs:
+                for h in (j.result.pair.a, j.result.pair.b):
+                    by_host.setdefault(h, []).append(j.describe(h))
+            for host, fig in attribution.figures.items():
+                if fig.best_gbps is None:
+                    continue
+                metrics, findings = per_host.setdefault(host, ({}, []))
+                metrics.update(fig.metrics())
+                findings.append(
+                    f"{what}: best of {fig.completed} completed pair(s) ({fig.failed} failed): "
+                    + "; ".join(by_host.get(host, []))
+                )
         written: list[str] = []
-        for host, fig in self.attribution.figures.items():
+        for host in sorted(per_host, key=natural_key):
+            metrics, findings = per_host[host]
             path = results_dir / f"{host}.jsonl"
-            if fig.best_gbps is None or not path.is_file():
+            if not path.is_file():
                 continue
             runs = read_results(path).runs
             if not runs:
@@ -260,11 +383,8 @@ class FabricStage:
                 started=utc_now(),
                 check=FABRIC_CHECK,
                 status="pass",
-                metrics={FABRIC_METRIC: fig.best_gbps},
-                findings=[
-                    f"best of {fig.completed} completed pair(s) ({fig.failed} failed): "
-                    + "; ".join(by_host.get(host, []))
-                ],
+                metrics=metrics,
+                findings=findings,
                 backend=self.backend,
                 duration_s=round(self.seconds, 3),
             )
@@ -294,6 +414,19 @@ class FabricStage:
             parts.append("inconclusive: " + ", ".join(f.host for f in a.inconclusive))
         if len(parts) == 1:
             parts.append("no host or link singled out")
+        ib = self.ib_attribution
+        if ib is not None:
+            done_ib = [r for r in self.ib_results if r.busbw_gbps is not None]
+            said = f"ib_write_bw: {len(self.ib_results)} pair(s), {len(done_ib)} completed"
+            if ib.rule.median_gbps is not None:
+                said += f", median {ib.rule.median_gbps:.4g} {IB_UNIT}"
+            if ib.guilty:
+                said += ", guilty: " + ", ".join(ib.guilty_hosts)
+            if ib.suspect_links:
+                said += ", suspect links: " + ", ".join(f"{x.pair.a}-{x.pair.b}" for x in ib.suspect_links)
+            parts.append(said)
+        elif self.ib_skipped:
+            parts.append(f"ib_write_bw not measured ({len(self.ib_skipped)} pair(s) skipped)")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -318,6 +451,20 @@ class FabricStage:
                 for r in self.results
             ],
             "attribution": None if self.attribution is None else self.attribution.as_dict(),
+            "ib_write_bw": {
+                "unit": IB_UNIT,
+                "pairs": [
+                    {
+                        "hosts": [r.pair.a, r.pair.b],
+                        "gbitps": r.busbw_gbps,
+                        "reason": r.reason,
+                        "round": r.round,
+                    }
+                    for r in self.ib_results
+                ],
+                "skipped": [{"hosts": [p.a, p.b], "reason": why} for p, why in self.ib_skipped],
+                "attribution": None if self.ib_attribution is None else self.ib_attribution.as_dict(),
+            },
             "unreachable": dict(self.unreachable),
             "notes": list(self.notes),
             "backend": self.backend,
@@ -360,7 +507,13 @@ def run_stage(
             left_out=skipped_out,
             seconds=now() - t0,
         )
-    attribution = attribute(ordered, ran.results)
+    attribution = attribute(ordered, ran.results, metric=FABRIC_METRIC)
+    ib_results = tuple(measure.ib_results)
+    ib_attribution = None
+    if ib_results:
+        # Only the hosts in an ib_write_bw pair: a host whose pairs were skipped is not "unmeasured".
+        ib_hosts = sorted({h for r in ib_results for h in (r.pair.a, r.pair.b)}, key=natural_key)
+        ib_attribution = attribute(ib_hosts, ib_results, metric=FABRIC_IB_METRIC, unit=IB_UNIT)
     return FabricStage(
         "measured",
         ordered,
@@ -372,4 +525,15 @@ def run_stage(
         left_out=skipped_out,
         seconds=now() - t0,
         backend=measure.backend,
+        ib_results=ib_results,
+        ib_attribution=ib_attribution,
+        ib_skipped=tuple(measure.ib_skipped),
     )
+
+
+def _without_host(reason: str) -> str:
+    """A skip reason without the partner's name, so one cause reads as one line fleet-wide."""
+    if reason.startswith("partner "):
+        _, _, rest = reason.partition(": ")
+        return rest or reason
+    return reason

@@ -1,0 +1,244 @@
+"""The fabric stage's ib_write_bw pairs on the controller, without hosts: a fake play answers each
+round as ansible-runner's events would, with the all-reduce record and the ib_write_bw record of
+every host (validation/burnin/pairbw.py's), and the stage's attribution, gate reasons, notes and
+appended host figures are checked, through the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.metrics import FABRIC_CHECK, FABRIC_IB_CHECK, FABRIC_IB_METRIC, FABRIC_METRIC, METRICS
+from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results
+from tests.conftest import ROOT
+from tests.validation.fleetrun.test_fabric import RUN, failed, ok, record
+from validation.fabric.model import Pair
+from validation.fleetrun.events import HostRun
+from validation.fleetrun.fabric import (
+    IB_READ_TASK,
+    IB_TASKS,
+    READ_TASK,
+    AnsibleRounds,
+    FabricStage,
+    ib_pair_result,
+    read_round,
+    run_stage,
+)
+from validation.fleetrun.run import FleetRun
+from validation.gate import decide
+
+HOSTS = ["h0", "h1", "h2", "h3"]
+NO_PERFTEST = "ib_write_bw is not installed (perftest): the pair's RDMA bandwidth is not measured"
+
+
+def ib_record(node: str, status: str = "pass", gbitps: float | None = None, reason: str | None = None) -> str:
+    return CheckRecord.model_validate(
+        {
+            **RUN,
+            "node": node,
+            "check": FABRIC_IB_CHECK,
+            "status": status,
+            "metrics": {} if gbitps is None else {FABRIC_IB_METRIC: gbitps},
+            "reason": reason,
+            "backend": "perftest-ib_write_bw",
+            "duration_s": 1.0,
+        }
+    ).to_json()
+
+
+class IbFleet:
+    """Answers a round's play: every pair's all-reduce is healthy (busbw 1.0); its ib_write_bw runs
+    at the slower HCA side (`ib`), `no_perftest` hosts make both sides skip, `ib_hung` hosts fail
+    their wait (the side's hard limit passed and the role saw exit 2)."""
+
+    def __init__(
+        self,
+        ib: Mapping[str, float],
+        no_perftest: Sequence[str] = (),
+        ib_hung: Sequence[str] = (),
+        ib_off: bool = False,
+    ) -> None:
+        self.ib = dict(ib)
+        self.no_perftest = set(no_perftest)
+        self.ib_hung = set(ib_hung)
+        self.ib_off = ib_off
+
+    def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+        mapping = extravars["burnin_fabric_round"]
+        assert isinstance(mapping, dict)
+        events: list[dict[str, Any]] = []
+        for host in limit:
+            partner = next(m for m in str(mapping[host]["members"]).split(",") if m != host)
+            events.append(ok(host, READ_TASK, stdout=record(host, busbw=1.0)))
+            if self.ib_off:
+                continue
+            if host in self.no_perftest:
+                events.append(ok(host, IB_READ_TASK, stdout=ib_record(host, "skip", reason=NO_PERFTEST)))
+            elif partner in self.no_perftest:
+                why = f"partner {partner}: {NO_PERFTEST}"
+                events.append(ok(host, IB_READ_TASK, stdout=ib_record(host, "skip", reason=why)))
+            elif host in self.ib_hung:
+                events.append(failed(host, "Wait for ib_write_bw of the pair", rc=137, msg="killed"))
+            elif partner in self.ib_hung:
+                why = f"client of {partner}-{host}: 1 of 8 HCA pair(s) failed: mlx5_0->mlx5_0: no result within 35 s"
+                events.append(ok(host, IB_READ_TASK, stdout=ib_record(host, "error", reason=why)))
+            else:
+                value = min(self.ib[host], self.ib[partner])
+                events.append(ok(host, IB_READ_TASK, stdout=ib_record(host, gbitps=value)))
+        return events
+
+
+def stage_of(fleet: IbFleet, hosts: Sequence[str] = HOSTS) -> FabricStage:
+    return run_stage(hosts, AnsibleRounds(fleet, base_port=29401, stage_id="s"), rounds=3)
+
+
+HEALTHY_IB = {"h0": 392.3, "h1": 391.0, "h2": 393.1, "h3": 390.2}
+
+
+def test_a_host_slow_on_ib_write_bw_with_every_partner_is_rejected_naming_the_pairs() -> None:
+    stage = stage_of(IbFleet({**HEALTHY_IB, "h2": 98.0}))
+    reasons = stage.reasons()
+    assert list(reasons) == ["h2"]  # the all-reduce was healthy: the ib_write_bw pairs alone found it
+    (reason,) = reasons["h2"]
+    assert reason.rule == "outlier" and reason.metric == FABRIC_IB_METRIC and reason.check == FABRIC_CHECK
+    assert reason.message.startswith("fabric ib_write_bw: bad with every partner (3 of 3)")
+    for partner in ("h0", "h1", "h3"):
+        assert f"{partner} 98 Gb/s (slow)" in reason.message
+    assert "Gb/s)" in reason.message and "GB/s" not in reason.message
+    assert stage.ib_attribution is not None and stage.ib_attribution.guilty_hosts == ("h2",)
+    assert stage.attribution is not None and stage.attribution.clean
+    assert "ib_write_bw: 6 pair(s), 6 completed" in stage.summary() and "guilty: h2" in stage.summary()
+
+
+def test_a_pair_slow_only_together_is_a_suspect_link_and_nobody_is_rejected() -> None:
+    class OneLink(IbFleet):
+        def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+            events = super().__call__(extravars, limit)
+            mapping = extravars["burnin_fabric_round"]
+            assert isinstance(mapping, dict)
+            if mapping.get("h0", {}).get("members") == "h0,h1":
+                for e in events:
+                    if e["event_data"]["task"] == IB_READ_TASK:
+                        e["event_data"]["res"]["stdout"] = ib_record(e["event_data"]["host"], gbitps=150.0)
+            return events
+
+    stage = stage_of(OneLink(HEALTHY_IB))
+    assert stage.reasons() == {}
+    notes = stage.gate_notes()
+    assert any(n.startswith("fabric ib_write_bw: suspect link h0-h1") for n in notes), notes
+
+
+def test_hosts_without_perftest_are_a_note_never_a_reject_and_the_all_reduce_still_counts(
+    tmp_path: Path,
+) -> None:
+    stage = stage_of(IbFleet(HEALTHY_IB, no_perftest=HOSTS))
+    assert stage.status == "measured" and stage.reasons() == {}
+    assert stage.ib_results == () and stage.ib_attribution is None and len(stage.ib_skipped) == 6
+    (note,) = stage.gate_notes()
+    assert note.startswith("fabric ib_write_bw not measured in 6 pair(s) (")
+    assert note.endswith(NO_PERFTEST) and "and 3 more" in note
+    assert "ib_write_bw not measured (6 pair(s) skipped)" in stage.summary()
+    results = _results(tmp_path)
+    stage.write_host_records(results)
+    (fig,) = [c for c in read_results(results / "h0.jsonl").checks if c.check == FABRIC_CHECK]
+    assert fig.metrics == {FABRIC_METRIC: 1.0}  # no ib figure, and nothing missing for the gate
+
+
+def test_one_host_without_perftest_skips_only_its_pairs() -> None:
+    stage = stage_of(IbFleet(HEALTHY_IB, no_perftest=["h3"]))
+    assert stage.reasons() == {}
+    assert len(stage.ib_results) == 3 and all("h3" not in r.pair for r in stage.ib_results)
+    assert len(stage.ib_skipped) == 3
+    assert stage.ib_attribution is not None and stage.ib_attribution.hosts == ("h0", "h1", "h2")
+    assert stage.ib_attribution.inconclusive == ()  # h3 is skipped, not "never measured"
+
+
+def test_a_host_whose_ib_write_bw_hangs_with_every_partner_fails_closed_and_is_rejected() -> None:
+    stage = stage_of(IbFleet(HEALTHY_IB, ib_hung=["h1"]))
+    reasons = stage.reasons()
+    assert list(reasons) == ["h1"]
+    (reason,) = reasons["h1"]
+    assert reason.rule == "error" and reason.metric == FABRIC_IB_METRIC
+    assert reason.message.startswith("fabric ib_write_bw: failed with every partner (3 of 3)")
+    assert "Wait for ib_write_bw of the pair" in reason.message
+    # The all-reduce was read back before the ib_write_bw step failed: its pairs stand.
+    assert all(r.busbw_gbps == 1.0 for r in stage.results)
+
+
+def test_an_all_reduce_failure_is_not_counted_again_by_the_ib_write_bw_pairs() -> None:
+    seen = read_round([failed("h1", "Wait for the all-reduce of the pair", rc=2, msg="rendezvous timed out")])
+    assert ib_pair_result(Pair.of("h0", "h1"), seen) == (None, None)
+    seen = read_round([ok("h0", IB_READ_TASK, stdout=ib_record("h0", gbitps=390.0))])
+    result, _ = ib_pair_result(Pair.of("h0", "h1"), seen, 2)
+    assert result is not None and result.busbw_gbps is None and result.round == 2
+    assert result.reason == "ib_write_bw: h1: no record came back"
+    seen = read_round([ok("h0", IB_READ_TASK, stdout=record("h0", busbw=1.0))])
+    assert "no record of the pair's ib_write_bw" in seen.ib_problems["h0"]
+
+
+def test_with_the_step_off_there_is_no_ib_write_bw_at_all() -> None:
+    stage = stage_of(IbFleet(HEALTHY_IB, ib_off=True))
+    assert stage.ib_results == () and stage.ib_skipped == () and stage.ib_attribution is None
+    assert stage.gate_notes() == [] and "ib_write_bw" not in stage.summary()
+
+
+def _results(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    for h in HOSTS:
+        with ResultsWriter(results / f"{h}.jsonl") as w:
+            w.append(RunRecord.model_validate({**RUN, "node": h, "checks": []}))
+    return results
+
+
+def test_ib_figures_reach_the_gate_beside_the_busbw_and_the_slow_host_is_rejected(tmp_path: Path) -> None:
+    results = _results(tmp_path)
+    stage = stage_of(IbFleet({**HEALTHY_IB, "h2": 98.0}))
+    assert stage.write_host_records(results) == HOSTS
+    (fig,) = [c for c in read_results(results / "h2.jsonl").checks if c.check == FABRIC_CHECK]
+    assert fig.metrics == {FABRIC_METRIC: 1.0, FABRIC_IB_METRIC: 98.0}
+    assert any(f.startswith("ib_write_bw: best of 3 completed pair(s)") for f in fig.findings)
+    run = FleetRun(
+        expected=HOSTS,
+        hosts={h: HostRun(h) for h in HOSTS},
+        results_dir=results,
+        fetched=sorted(results.glob("*.jsonl")),
+        status="successful",
+        rc=0,
+        problem=None,
+        bundle=None,
+        artifacts=tmp_path,
+        timings={},
+        fabric=stage,
+    )
+    gate = decide(
+        [read_results(p) for p in run.fetched], sku="cpu", expected=HOSTS, host_reasons=run.reasons()
+    )
+    ib = {v.node: [r for r in v.reasons if r.metric == FABRIC_IB_METRIC] for v in gate.nodes}
+    assert [h for h, rs in ib.items() if rs] == ["h2"], ib
+    assert {v.node: v.metrics.get(FABRIC_IB_METRIC) for v in gate.nodes}["h0"] == pytest.approx(
+        392.3, rel=0.01
+    )
+    document = run.as_dict()["fabric"]
+    assert isinstance(document, dict)
+    assert document["ib_write_bw"]["unit"] == "Gb/s" and len(document["ib_write_bw"]["pairs"]) == 6
+    assert document["ib_write_bw"]["attribution"]["guilty"][0]["host"] == "h2"
+    assert document["ib_write_bw"]["attribution"]["host_metric"] == FABRIC_IB_METRIC
+
+
+def test_names_shared_with_the_node_side_and_the_role_agree() -> None:
+    # The node side (validation/burnin/pairbw.py) writes FABRIC_IB_CHECK from fleet.metrics too.
+    assert METRICS[FABRIC_IB_METRIC].unit == "Gb/s"
+    assert METRICS[FABRIC_IB_METRIC].higher_is_better
+    tasks = yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text())
+    names = {t["name"] for t in tasks} | {b["name"] for t in tasks for b in t.get("block", [])}
+    assert names >= IB_TASKS
+    start = next(b for t in tasks for b in t.get("block", []) if b["name"] == "Start ib_write_bw of the pair")
+    assert start["poll"] == 0 and "burnin_fabric_ib_timeout_s" in start["async"]
+    wait = next(
+        b for t in tasks for b in t.get("block", []) if b["name"] == "Wait for ib_write_bw of the pair"
+    )
+    assert "not in [0, 2]" in wait["failed_when"]
