@@ -9,6 +9,14 @@ The groups are what site.yml applies roles by, and they follow from the SKU and 
   beegfs_clients   the spec's file system is BeeGFS
   nvmeof_clients   the spec lists storage.nvmeof targets (group vars carry them for the role)
 
+GPU nodes get their fabric's NCCL environment from the catalog (fleet/catalog/skus.yaml `fabrics`):
+`nccl_fabric`, `nccl_environment` and the vendor's profile script for roles/nccl (which writes
+/etc/nccl.conf), and `burnin_environment` for the fleet burn-in's collectives and fabric rounds
+(roles/burnin), so a cloud fleet's burn-in runs over its own transport without hand-editing. Values
+that depend on the node (interface names) are not in the catalog: the profile script on the node
+sets them, or the operator does (`--var burnin_environment=...` replaces the whole mapping, so it
+must repeat the catalog's variables it keeps).
+
 Every group is written even when empty, so site.yml's plays match a group rather than warn.
 An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet is one scale-out
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
@@ -31,18 +39,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet import ansible_yaml, regions
-from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.catalog import Sku, UnknownSkuError, fabric_environment, get_sku
 from fleet.spec import FleetSpec
 
 GROUPS = ("gpu_nodes", "ib_nodes", "lustre_clients", "beegfs_clients", "nvmeof_clients")
-NCCL_FABRIC = {
-    "infiniband": "infiniband",
-    "gpudirect-rdma": "roce",
-    "efa": "efa",
-    "gpudirect-tcpx": "tcp",
-    "gpudirect-tcpxo": "tcp",
-    "ethernet": "tcp",
-}
 RDMA_FABRICS = {"infiniband", "gpudirect-rdma"}
 LUSTRE_KINDS = {"lustre", "fsx-lustre", "managed-lustre", "amlfs"}
 # Managed Lustre services speak LNet over TCP; an on-prem o2ib NID says InfiniBand.
@@ -431,11 +431,27 @@ def _groups(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, bool]:
     }
 
 
+def nccl_vars(sku: Sku) -> dict[str, Any]:
+    """The SKU's fabric environment as role variables (see the module docstring); none without NCCL."""
+    env = fabric_environment(sku)
+    if env.nccl_fabric == "none":
+        return {}
+    out: dict[str, Any] = {
+        "nccl_fabric": env.nccl_fabric,
+        "nccl_environment": env.nccl_conf(),
+        "burnin_environment": env.process_environment(),
+    }
+    if env.profile:
+        out["nccl_profile"] = env.profile
+        out["nccl_profile_environment"] = dict(env.profile_environment)
+    return out
+
+
 def _group_vars(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     fabric = sku.fabric
     gpu: dict[str, Any] = {
         "gpu_facts_expected_nvidia_gpus": sku.accelerators_per_node,
-        "nccl_fabric": NCCL_FABRIC.get(fabric.kind, "tcp"),
+        **nccl_vars(sku),
     }
     ib: dict[str, Any] = {"doca_ofed_expected_hcas": fabric.nics}
     store = {k: v for k, v in (storage or {}).items() if k != "kind"}
@@ -520,4 +536,7 @@ def _jinja_literal(value: Any, field: str) -> str:
         return "'" + value + "'"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(_jinja_literal(v, field) for v in value) + "]"
+    if isinstance(value, Mapping):
+        items = (f"{_jinja_literal(str(k), field)}: {_jinja_literal(v, field)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     raise TypeError(f"no Jinja literal for {type(value).__name__}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from fleet.spec import FleetSpec, load_spec
 from fleetforge import exitcodes
 from fleetforge.cli import main
 from stacks.ansible_inventory import GROUPS, InventoryConfigError, from_spec, from_stack_outputs, render
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
 from validation.actions.gcp import GcpRecreate
@@ -91,6 +92,8 @@ def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
     assert hv["gpu_facts_expected_nvidia_gpus"] == 8  # the SKU's GPUs per node
     assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
     assert hv["nccl_fabric"] == "infiniband"
+    ib = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_QPS_PER_CONNECTION": "4"}
+    assert hv["nccl_environment"] == ib and hv["burnin_environment"] == ib
     # The spec's exact pins reach the roles exactly (validation.pinned_versions.driver 570.133.20),
     # so the roles install the version the gate will demand, not the newest of the branch.
     assert hv["nvidia_driver_branch"] == "570" and hv["nvidia_driver_version"] == "570.133.20"
@@ -127,6 +130,7 @@ def test_stdout_equals_file_and_cpu_fleet_has_no_gpu_or_ib_nodes(
     assert (c1["ansible_port"], c1["ansible_user"]) == (2222, "ops")
     assert c1["beegfs_client_mgmtd_host"] == "mgmt.lab" and c1["beegfs_client_mount_point"] == "/beegfs"
     assert "gpu_facts_expected_nvidia_gpus" not in c1
+    assert "burnin_environment" not in c1 and "nccl_fabric" not in c1  # gloo: nothing for NCCL
 
 
 def test_nvmeof_targets_from_the_spec_reach_the_role(
@@ -182,6 +186,8 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
     }
     assert doc["compose"]["gpu_facts_expected_nvidia_gpus"] == "8"
     assert doc["compose"]["nccl_fabric"] == "'efa'"
+    efa = "{'FI_PROVIDER': 'efa', 'FI_EFA_USE_DEVICE_RDMA': '1', 'NCCL_NET_GDR_LEVEL': '2'}"
+    assert doc["compose"]["burnin_environment"] == efa and doc["compose"]["nccl_environment"] == efa
     assert doc["compose"]["lustre_client_mgs_nids"] == "['fs-0abc.fsx.us-east-2.amazonaws.com@tcp']"
     assert doc["compose"]["lustre_client_fsname"] == "'x7yz'"
     # Every key we write is an option the installed plugin documents.
@@ -500,6 +506,15 @@ def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_
     )
     assert hostvars["ansible_host"] == "10.0.0.7"
     assert hostvars["lustre_client_mgs_nids"] == ["10.9.0.2@tcp"]
+    # GPUDirect-TCPXO through the real plugin: its plugin's library first on the loader's path, the
+    # fabric-wide variable, and the vendor's profile script for what is the node's own.
+    assert hostvars["nccl_fabric"] == "gpudirect-tcpxo"
+    assert hostvars["burnin_environment"] == {
+        "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
+        "LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64",
+    }
+    assert hostvars["nccl_profile"] == "/var/lib/tcpxo/lib64/nccl-env-profile.sh"
+    assert hostvars["nccl_profile_environment"] == {"NCCL_LIB_DIR": "/var/lib/tcpxo/lib64"}
     node = RejectedNode(name="a3mega-x1b2", reasons=("slow",), ids=ids)
     action = GcpRecreate()
     assert action.node_problems(node) == []
@@ -885,3 +900,159 @@ def test_exact_pins_reach_the_roles_exactly(pinned: dict[str, str], expected: di
 
     got = _fleet_vars("train-a", get_sku("p5.48xlarge"), pinned)
     assert {k: v for k, v in got.items() if not k.startswith("fleetforge_")} == expected
+
+
+# ------------------------------------------------------------------ the fabric's NCCL environment
+
+# Per SKU: (nccl_fabric, variables burnin_environment must hold, the profile script or None).
+FABRIC_EXPECTED: dict[str, tuple[str, dict[str, str], str | None]] = {
+    "p4d.24xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
+    "p5.48xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
+    "p5e.48xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
+    "p5en.48xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
+    "p6-b200.48xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
+    "a3-highgpu-8g": (
+        "gpudirect-tcpx",
+        {"NCCL_NET": "GPUDirectTCPX_v7", "LD_LIBRARY_PATH": "/var/lib/tcpx/lib64", "NCCL_CROSS_NIC": "0"},
+        None,
+    ),
+    "a3-megagpu-8g": (
+        "gpudirect-tcpxo",
+        {"LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64"},
+        "/var/lib/tcpxo/lib64/nccl-env-profile.sh",
+    ),
+    "a3-ultragpu-8g": (
+        "gib",
+        {"NCCL_NET": "gIB", "LD_LIBRARY_PATH": "/usr/local/gib/lib64"},
+        "/usr/local/gib/scripts/set_nccl_env.sh",
+    ),
+    "a4-highgpu-8g": (
+        "gib",
+        {"NCCL_NET": "gIB", "LD_LIBRARY_PATH": "/usr/local/gib/lib64"},
+        "/usr/local/gib/scripts/set_nccl_env.sh",
+    ),
+    "Standard_ND96isr_H100_v5": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+    "Standard_ND96isr_H200_v5": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+    "hgx-h100-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+    "hgx-h200-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+    "hgx-b200-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+}
+# Names whose values depend on the node: never written from the catalog (the profile or the operator sets them).
+NODE_SPECIFIC = re.compile(r"(IFNAME|CTRL_DEV|_HCA|BINDINGS|UNIX_CLIENT_PREFIX|TOPO_FILE)$")
+
+
+def test_every_gpu_sku_has_its_expected_fabric_environment() -> None:
+    from fleet.catalog import all_skus
+
+    gpu = {s.sku for s in all_skus() if s.accelerator.kind == "gpu"}
+    assert gpu == set(FABRIC_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(FABRIC_EXPECTED))
+def test_the_skus_fabric_environment_reaches_nccl_and_the_burn_in(name: str) -> None:
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import _group_vars
+
+    fabric, expected_env, profile = FABRIC_EXPECTED[name]
+    gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+    assert gpu["nccl_fabric"] == fabric
+    assert expected_env.items() <= gpu["burnin_environment"].items()
+    assert gpu.get("nccl_profile") == profile
+    # /etc/nccl.conf gets the NCCL_*/FI_* part; the loader's path only the process environment.
+    assert "LD_LIBRARY_PATH" not in gpu["nccl_environment"]
+    assert gpu["nccl_environment"].items() <= gpu["burnin_environment"].items()
+    assert not [k for k in gpu["burnin_environment"] if NODE_SPECIFIC.search(k)]
+
+
+def test_tcpx_and_tcpxo_no_longer_fall_back_to_plain_tcp() -> None:
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import _group_vars
+
+    for name in ("a3-highgpu-8g", "a3-megagpu-8g"):
+        assert _group_vars(get_sku(name), None)["gpu_nodes"]["nccl_fabric"] != "tcp"
+
+
+def test_skus_without_nccl_get_no_nccl_variables() -> None:
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import nccl_vars
+
+    assert nccl_vars(get_sku("tpu-v5p")) == {}
+    assert nccl_vars(get_sku("cpu")) == {
+        "nccl_fabric": "tcp",
+        "nccl_environment": {},
+        "burnin_environment": {},
+    }
+
+
+_ROLE = ROOT / "roles" / "nccl"
+
+
+def _role_task(name: str) -> dict[str, Any]:
+    def walk(tasks: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for task in tasks:
+            yield task
+            yield from walk(task.get("block", []))
+
+    tasks = yaml.safe_load((_ROLE / "tasks" / "main.yml").read_text())
+    (task,) = [t for t in walk(tasks) if t.get("name") == name]
+    return {k: v for k, v in task.items() if k != "tags"}
+
+
+def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) -> None:
+    """The role's own profile-reading task and template, run by Ansible on this machine for every
+    GPU SKU with the variables the inventory gives it: /etc/nccl.conf carries the catalog's
+    variables, and what the vendor's profile script exported (a stand-in script here), never the
+    variables the script was given or anything that is not NCCL_*/FI_*."""
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import _group_vars
+
+    profile = tmp_path / "profile.sh"
+    profile.write_text(
+        'export NCCL_FASTRAK_IFNAME="eth1,eth2"\nexport NCCL_PROFILE_SAW="lib=${NCCL_LIB_DIR:-none}"\n'
+        "export PATH=/usr/bin:/bin\n"
+    )
+    defaults = yaml.safe_load((_ROLE / "defaults" / "main.yml").read_text())
+    hosts: dict[str, dict[str, Any]] = {}
+    names = sorted(FABRIC_EXPECTED)
+    for i, name in enumerate(names):
+        gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+        if gpu.get("nccl_profile"):
+            gpu["nccl_profile"] = str(profile)  # the vendor's script is on the image, not here
+        hosts[f"h{i}"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **gpu}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        yaml.safe_dump({"all": {"vars": {**defaults, "out_dir": str(tmp_path)}, "hosts": hosts}})
+    )
+    read = _role_task("Read what the fabric's profile script exports")
+    write = _role_task("Write the NCCL environment for the fabric")
+    write["ansible.builtin.template"] = {
+        "src": str(_ROLE / "templates" / "nccl.conf.j2"),
+        "dest": "{{ out_dir }}/{{ inventory_hostname }}.conf",
+        "mode": "0644",
+    }
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [read, write]}]))
+    done = subprocess.run(
+        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(play)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    for i, name in enumerate(names):
+        lines = (tmp_path / f"h{i}.conf").read_text().splitlines()
+        conf = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+        gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+        assert gpu["nccl_environment"].items() <= conf.items(), name
+        assert "LD_LIBRARY_PATH" not in conf and "PATH" not in conf
+        if gpu.get("nccl_profile"):
+            assert conf["NCCL_FASTRAK_IFNAME"] == "eth1,eth2", name
+            expected_lib = gpu["nccl_profile_environment"].get("NCCL_LIB_DIR", "none")
+            assert conf["NCCL_PROFILE_SAW"] == f"lib={expected_lib}", name
+            assert "NCCL_LIB_DIR" not in conf  # the script's input, not the fabric's setting
+        else:
+            assert "NCCL_FASTRAK_IFNAME" not in conf and "NCCL_PROFILE_SAW" not in conf
+        if gpu["nccl_fabric"] == "efa":
+            assert (conf["FI_PROVIDER"], conf["FI_EFA_USE_DEVICE_RDMA"]) == ("efa", "1")
