@@ -55,6 +55,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 VERSION_RE = re.compile(r"^(?:(?P<epoch>[0-9]+):)?[0-9][A-Za-z0-9.+~:-]*$")
 PATH_RE = re.compile(r"^[A-Za-z0-9._+-]+(?:/[A-Za-z0-9._+-]+)*$")
 SUITE_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
+UNIT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._-]*\.service$")
+# Where bookworm and jammy/noble packages ship their systemd units.
+UNIT_DIR = "lib/systemd/system"
 
 
 class MirrorError(Exception):
@@ -69,6 +72,7 @@ class Package:
     depends: str = ""
     provides: str = ""
     source: str = ""
+    units: tuple[str, ...] = ()
 
     @property
     def deb_name(self) -> str:
@@ -182,14 +186,23 @@ def _package(raw: Any, where: str, arches: tuple[str, ...]) -> list[Package]:
     for key, value in extra.items():
         if not isinstance(value, str) or "\n" in value.strip():
             raise MirrorError(f"{where}.{key}: {value!r} is not a one-line string")
-    unknown = set(raw) - {"name", "version", "arch", "depends", "provides", "source"}
+    unknown = set(raw) - {"name", "version", "arch", "depends", "provides", "units", "source"}
     if unknown:
         raise MirrorError(f"{where}: unknown keys {sorted(unknown)}")
+    units = raw.get("units") or []
+    if not isinstance(units, list) or not all(isinstance(u, str) and UNIT_RE.match(u) for u in units):
+        raise MirrorError(f"{where}.units: {units!r} is not a list of systemd unit names (<name>.service)")
     _need(raw, "source", where)
     chosen = arches if arch == "native" else (arch,)
     return [
         Package(
-            name, version, a, " ".join(extra["depends"].split()), extra["provides"].strip(), raw["source"]
+            name,
+            version,
+            a,
+            " ".join(extra["depends"].split()),
+            extra["provides"].strip(),
+            raw["source"],
+            tuple(units),
         )
         for a in chosen
         if a == "all" or a in arches
@@ -382,6 +395,15 @@ def _build_deb(pkg: Package, vendor: Vendor, work: Path, out: Path) -> None:
     marker = stage / MARKER_DIR / pkg.name
     marker.parent.mkdir(parents=True)
     marker.write_text(f"{pkg.name} {pkg.version} {pkg.arch}: placeholder for {vendor.name}\n")
+    # The unit files the vendor's package ships, so a role enables the unit under the name the
+    # package really installs (systemctl refuses a unit no package provides); they run nothing.
+    for unit in pkg.units:
+        path = stage / UNIT_DIR / unit
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            f"[Unit]\nDescription=placeholder for {unit} from {pkg.name} ({vendor.name})\n\n"
+            "[Service]\nType=oneshot\nExecStart=/bin/true\n\n[Install]\nWantedBy=multi-user.target\n"
+        )
     control = [
         f"Package: {pkg.name}",
         f"Version: {pkg.version}",
@@ -653,6 +675,15 @@ def build_mirror(table: Table | None = None, cache: Path | None = None, rpm: boo
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, seen: list[tuple[str, str, int]], **kwargs: Any) -> None:
+        self._seen = seen
+        super().__init__(*args, **kwargs)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        # Who fetched what, for tests that must show a file came from this mirror.
+        status = int(code) if isinstance(code, int) or str(code).isdigit() else 0
+        self._seen.append((self.client_address[0], self.path, status))
+
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
@@ -664,6 +695,8 @@ class Mirror:
     root: Path
     url: str
     table: Table
+    # (client address, request path, HTTP status) of every request answered, in order.
+    requests: list[tuple[str, str, int]] = field(default_factory=list)
 
     def role_vars(self) -> dict[str, str]:
         """Role variable -> URL on this mirror, for every vendor the table carries."""
@@ -694,14 +727,18 @@ class Mirror:
 
 @contextmanager
 def serve(root: Path, host: str = "127.0.0.1", port: int = 0, table: Table | None = None) -> Iterator[Mirror]:
-    """Serve root over HTTP on host:port (an IPv4 address; port 0: any free one) in a thread."""
-    handler = partial(_Handler, directory=str(root))
+    """Serve root over HTTP on host:port (an IPv4 address; port 0: any free one) in a thread;
+    port 80 gives URLs without a port, like the vendors'."""
+    seen: list[tuple[str, str, int]] = []
+    handler = partial(_Handler, directory=str(root), seen=seen)
     server = http.server.ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name="vendor-mirror", daemon=True)
     thread.start()
+    # On port 80 the URLs carry no port, as the vendors' do (apt's origin pins match the host).
+    netloc = host if server.server_port == 80 else f"{host}:{server.server_port}"
     try:
-        yield Mirror(root, f"http://{host}:{server.server_port}", table or load_table())
+        yield Mirror(root, f"http://{netloc}", table or load_table(), seen)
     finally:
         server.shutdown()
         server.server_close()
