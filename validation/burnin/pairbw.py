@@ -295,6 +295,8 @@ def _read(log: Path) -> str:
 
 
 def _judge(run: HcaRun, limit_s: float) -> HcaRun:
+    if run.problem is not None:
+        return run
     if run.rc is None:
         run.problem = f"{run.label}: no result within {limit_s:g} s (killed)"
         return run
@@ -339,6 +341,10 @@ def connect(
     runs: list[HcaRun] = []
     for i, (local, remote) in enumerate(pairs):
         share = min(args.seconds + PER_HCA_SLACK_S + CONNECT_WINDOW_S, max(0.0, deadline - clock()))
+        if share <= 0:
+            spent = f"not run: the client's {args.timeout:g} s went to the HCA pairs before it"
+            runs.append(HcaRun(local, remote, None, "", problem=f"{local.device}->{remote.device}: {spent}"))
+            continue
         log = logs / f"client-{local.device}.log"
         argv = ib_argv(local, args.port + i, args.seconds, args.peer_addr)
         runs.append(_judge(_connect_one(argv, log, share, local, remote, clock), share))

@@ -239,6 +239,12 @@ def test_a_hung_client_run_is_killed_at_its_share_and_the_next_hca_still_runs(
     rec = _record(results)
     assert "mlx5_0->mlx5_0: no result within 2 s (killed)" in (rec.reason or "")
     assert "mlx5_1->mlx5_1: 392.3 Gb/s" in rec.findings
+    # With no time left for it, the next HCA pair is not run at all, and says so.
+    results = _results(tmp_path / "short.jsonl", "h1")
+    assert pairbw.main(_argv("client", results, sysfs, "--timeout", "1")) == 2
+    assert "mlx5_1->mlx5_1: not run: the client's 1 s went to the HCA pairs before it" in (
+        _record(results).reason or ""
+    )
 
 
 def test_a_refused_connection_is_retried_while_the_server_comes_up(
