@@ -10,9 +10,10 @@ bare node months later.
 
 from __future__ import annotations
 
-import ast
+import functools
+import json
+import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,24 +50,38 @@ def _rel(path: Path) -> Path:
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)
 
 
-def _imports(path: Path, package: str | None = None) -> Iterator[tuple[str, int, bool]]:
-    """(module, line, at module level) for every import in `path`, relative imports resolved."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    if package is None:
-        package = ".".join(_rel(path).with_suffix("").parts[:-1])
-    top_level = {id(node) for node in tree.body}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, node.lineno, id(node) in top_level
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-            yield base, node.lineno, id(node) in top_level
-            for alias in node.names:  # `from validation import burnin` imports validation.burnin
-                yield f"{base}.{alias.name}", node.lineno, id(node) in top_level
+def _package(path: Path) -> str:
+    return ".".join(_rel(path).with_suffix("").parts[:-1])
+
+
+@functools.cache
+def _tree() -> dict[str, list[tuple[str, int, bool]]]:
+    """The imports of every module of the packages the rules judge, read in a fresh interpreter
+    (tests/import_graph.py says why)."""
+    paths = _sources("fleet", "fleetforge", *WINGS)
+    return _read_imports([(p, _package(p)) for p in paths])
+
+
+def _read_imports(files: list[tuple[Path, str]]) -> dict[str, list[tuple[str, int, bool]]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.import_graph"],
+        input=json.dumps([[str(p), pkg] for p, pkg in files]),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    )
+    return {
+        path: [(m, line, top) for m, line, top in found] for path, found in json.loads(done.stdout).items()
+    }
+
+
+def _imports(path: Path, package: str | None = None) -> list[tuple[str, int, bool]]:
+    """(module, line, at module level) for every import in `path`."""
+    if package is None and str(path) in _tree():
+        return _tree()[str(path)]
+    return _read_imports([(path, package or _package(path))])[str(path)]
 
 
 def _sources(*packages: str) -> list[Path]:
