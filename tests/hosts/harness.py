@@ -135,6 +135,9 @@ class TestHosts:
         self.subnet: ipaddress.IPv4Network | None = None
         self.hosts_file = ""
         self._closed = False
+        # One SSH master per host, owned by the harness: Ansible's connections go through it
+        # (ControlMaster=no, ControlPersist=no), so no connection outlives the harness.
+        self._masters: dict[str, subprocess.Popen[bytes]] = {}
         if self.names is not None and len(self.names) != self.count:
             raise ValueError(f"names: {len(self.names)} given for {self.count} hosts")
 
@@ -187,6 +190,7 @@ class TestHosts:
                 self._boot(host)
             for host in self.hosts:
                 self._wait_ready(host)
+                self._start_master(host)
         except BaseException:
             self.close()
             raise
@@ -197,6 +201,8 @@ class TestHosts:
         if self._closed:
             return
         self._closed = True
+        for name in list(self._masters):
+            self._stop_master(name)
         _teardown(self.instance)
         atexit.unregister(self.close)
 
@@ -252,11 +258,11 @@ class TestHosts:
             "ansible_port": host.port,
             "ansible_user": host.user,
             "ansible_ssh_private_key_file": str(host.private_key),
-            # One connection per host, reused by every task: a new SSH connection per task costs
-            # more CPU than most tasks do. The masters live in this instance's state folder and are
-            # told to exit at teardown; one whose host went away exits by itself.
+            # One connection per host, reused by every task (a new SSH connection per task costs
+            # more CPU than most tasks do): the harness's master. Ansible never starts or keeps one
+            # itself; without the master (a stopped host) it connects directly and fails.
             "ansible_ssh_args": (
-                f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={self.state}/cm-%C"
+                f"-o ControlMaster=no -o ControlPersist=no -o ControlPath={self.control_path(host)}"
             ),
             "ansible_ssh_common_args": (
                 f"-o UserKnownHostsFile={host.known_hosts} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
@@ -281,6 +287,7 @@ class TestHosts:
     def reset(self, host: TestHost) -> None:
         """Put host back as start() left it: every process killed, a fresh copy of the root with the
         same address, host key and client key, its link up, no CPU cap, and sshd answering again."""
+        self._stop_master(host.name)
         _kill_cgroup(host.cgroup, remove=False)
         _run(["rm", "-rf", "--one-file-system", str(host.root)], timeout=300)
         host.root.mkdir()
@@ -288,6 +295,7 @@ class TestHosts:
         _ip("link", "set", host.veth, "up")
         self._boot(host)
         self._wait_ready(host)
+        self._start_master(host)
 
     def view(self, count: int) -> TestHosts:
         """The first count hosts as a TestHosts of their own; closing the view leaves them running
@@ -304,11 +312,45 @@ class TestHosts:
     def stop(self, host: TestHost, link_down: bool = False) -> None:
         """Make host unreachable: kill its sshd and everything under it (connections are refused).
         With link_down, its link goes down too, so connections time out instead."""
+        self._stop_master(host.name)
         _kill_cgroup(host.cgroup, remove=False)
         if link_down:
             _ip("link", "set", host.veth, "down", check=False)
 
+    def control_path(self, host: TestHost) -> Path:
+        """The socket of the harness's SSH master to host."""
+        return self.state / f"cm-{host.name}"
+
     # ------------------------------------------------------------------ setup steps
+
+    def _start_master(self, host: TestHost, timeout: float = 30) -> None:
+        """The master connection to host that the inventory's connections go through."""
+        path = self.control_path(host)
+        path.unlink(missing_ok=True)
+        # -M before the shared options: ssh keeps the first value of an option, and those say no.
+        argv = ["ssh", "-M", "-N", "-o", f"ControlPath={path}", *host.ssh_args[1:]]
+        with host.log.open("ab") as log:
+            master = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+        self._masters[host.name] = master
+        deadline = time.monotonic() + timeout
+        while not path.exists():
+            if master.poll() is not None or time.monotonic() > deadline:
+                self._stop_master(host.name)
+                raise RuntimeError(f"test host {host.name}: its SSH master did not start (see {host.log})")
+            time.sleep(0.05)
+
+    def _stop_master(self, name: str) -> None:
+        master = self._masters.pop(name, None)
+        if master is not None and master.poll() is None:
+            master.terminate()
+            try:
+                master.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                master.kill()
+                master.wait()
+        (self.state / f"cm-{name}").unlink(missing_ok=True)
 
     def _save_owner(self) -> None:
         owner = {"pid": os.getpid(), "starttime": _starttime(os.getpid()), "instance": self.instance}

@@ -45,11 +45,16 @@ def _leftovers(instance: str) -> list[str]:
     return found
 
 
-def _start_master(hosts: TestHosts, host: TestHost) -> None:
-    """An SSH master as Ansible starts one from the inventory's ansible_ssh_args."""
+def _through_master(hosts: TestHosts, host: TestHost) -> None:
+    """A command as Ansible runs it from the inventory's ansible_ssh_args: through the harness's
+    master, never starting or keeping one of its own."""
     args = hosts.connection_vars(host)["ansible_ssh_args"].split()
-    hosts.ssh(host, "true")
-    subprocess.run(["ssh", *args, *host.ssh_args[1:], "true"], check=True, timeout=60)
+    assert "ControlPersist=no" in args and "ControlMaster=no" in args
+    done = subprocess.run(
+        ["ssh", *args, *host.ssh_args[1:], "-v", "true"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mux_client_request_session: master session id" in done.stderr, done.stderr[-2000:]
 
 
 def test_hosts_are_isolated_reachable_and_cleaned_up(
@@ -81,13 +86,13 @@ def test_hosts_are_isolated_reachable_and_cleaned_up(
     doc = yaml.safe_load(inv.read_text())
     assert doc["all"]["hosts"]["h0"]["ansible_host"] == h0.address
     assert doc["all"]["hosts"]["h0"]["x"] == 1
-    assert f"ControlPath={hosts.state}/cm-%C" in doc["all"]["hosts"]["h1"]["ansible_ssh_args"]
+    assert f"ControlPath={hosts.state}/cm-h1" in doc["all"]["hosts"]["h1"]["ansible_ssh_args"]
     assert list(doc["all"]["children"]["gpu_nodes"]["hosts"]) == ["h1"]
     with pytest.raises(KeyError, match="nope"):
         hosts.write_inventory(tmp_path / "bad.yml", groups={"g": ["nope"]})
-    _start_master(hosts, h1)  # Ansible's connection, kept open between tasks
+    _through_master(hosts, h1)  # Ansible's connection, kept open between tasks
     instance = hosts.instance
-    assert any(f.startswith("process ") for f in _leftovers(instance))  # the probe sees it
+    assert any(f.startswith("process ") for f in _leftovers(instance))  # the probe sees the masters
     hosts.close()
     assert _leftovers(instance) == []
 
@@ -97,7 +102,7 @@ def test_a_reset_host_is_the_started_host_again(test_hosts: Callable[..., TestHo
     h0, h1 = hosts
     sshd_h1 = hosts.ssh(h1, "cat /run/sshd.pid").stdout
     hosts.ssh(h0, "echo left-behind > /root/marker && mkdir -p /opt/fleetforge")
-    _start_master(hosts, h0)
+    _through_master(hosts, h0)
     (h0.cgroup / "cpu.cfs_quota_us").write_text("10000")
     hosts.stop(h0, link_down=True)
     hosts.reset(h0)
@@ -108,8 +113,8 @@ def test_a_reset_host_is_the_started_host_again(test_hosts: Callable[..., TestHo
     probe = f"import socket; socket.create_connection(('{h1.address}', 22), 5); print('ok')"
     assert hosts.ssh(h0, f'python3 -c "{probe}"').stdout.strip() == "ok"
     assert hosts.ssh(h1, "cat /run/sshd.pid").stdout == sshd_h1  # the other host was left alone
-    # Ansible's master to the old h0 went with it: a new connection reaches the new one.
-    _start_master(hosts, h0)
+    # The master to the old h0 went with it: the new one reaches the new h0.
+    _through_master(hosts, h0)
 
 
 def test_the_session_pool_hands_out_fresh_hosts_and_cleans_up(hosts_supported: None) -> None:
@@ -158,6 +163,10 @@ def test_stop_makes_a_host_unreachable(test_hosts: Callable[..., TestHosts]) -> 
     h0, h1 = hosts
     hosts.stop(h1)
     assert hosts.ssh(h1, "true", check=False, timeout=30).returncode == 255
+    # Ansible's way in fails too: no master left to reuse, and a direct connection is refused.
+    args = hosts.connection_vars(h1)["ansible_ssh_args"].split()
+    done = subprocess.run(["ssh", *args, *h1.ssh_args[1:], "true"], capture_output=True, timeout=30)
+    assert done.returncode == 255
     assert hosts.ssh(h0, "true").returncode == 0
     assert (h1.cgroup / "cgroup.procs").read_text().split() == []
 
