@@ -13,6 +13,12 @@ Then, per host, with its partners as witnesses:
   on its side, and it is guilty too.
 - a host bad only with partners that are bad everywhere has no healthy witness: inconclusive (rerun
   it with a healthy partner); likewise a host in no measured pair at all.
+
+A round in which every completed pair (two at least) is slow says nothing about any one host or
+link: the pairs run at the same time, so what slowed all of them was common to that moment (the
+machines busy with something else, a congested spine). Those pairs count as neither bad nor
+good, and the rule's notes name the round; otherwise one busy minute would make every host look
+slow with two partners, and all of them guilty.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ DEFAULT_MIN_RELATIVE_MARGIN = 0.15
 MAX_RELATIVE_MARGIN = 0.30
 MIN_PAIRS_FOR_STATS = 3  # fewer completed pairs: no fleet-relative rule, the floor alone
 MIN_PARTNERS_FOR_GUILT = 2  # with one partner, host and link cannot be told apart
+MIN_PAIRS_FOR_ROUND_RULE = 2  # a round of one pair has nothing to be compared with
 REPEATED_LINKS_FOR_GUILT = 2
 
 
@@ -154,7 +161,15 @@ def attribute(
         shown = ", ".join(sorted(left_out, key=natural_key)[:10]) + (" ..." if len(left_out) > 10 else "")
         note = f"statistics from {len(reference)} completed pairs without far-slow hosts ({shown})"
         rule = replace(rule, notes=(*rule.notes, note))
-    judged = tuple(JudgedPair(r, _verdict(r, rule), unit) for r in results)
+    judged, slow_rounds = _discount_slow_rounds(
+        tuple(JudgedPair(r, _verdict(r, rule), unit) for r in results), floor_gbps
+    )
+    if slow_rounds:
+        note = (
+            f"round(s) {', '.join(map(str, slow_rounds))}: every pair slow at once, common to the moment "
+            "(load, congestion), not counted against any host or link"
+        )
+        rule = replace(rule, notes=(*rule.notes, note))
     # host -> partner -> every measurement of that pair (a pair may be measured in several runs)
     table: dict[str, dict[str, list[JudgedPair]]] = {h: {} for h in ordered}
     for j in judged:
@@ -166,8 +181,15 @@ def attribute(
         # Fail closed: one bad measurement of a pair makes the pair bad.
         return any(j.bad for j in table[host][partner])
 
+    def fast_with(host: str, partner: str) -> bool:
+        return not bad_with(host, partner) and any(j.verdict == "ok" for j in table[host][partner])
+
+    def counted(host: str, partner: str) -> bool:
+        """The pair says something about the two hosts: not only measured in all-slow rounds."""
+        return any(j.verdict != "round" for j in table[host][partner])
+
     # A witness is fast with at least one partner: its own side of the fabric is proven healthy.
-    witnesses = {h for h in ordered if any(not bad_with(h, p) for p in table[h])}
+    witnesses = {h for h in ordered if any(fast_with(h, p) for p in table[h])}
     guilty: dict[str, HostFinding] = {}
     inconclusive: dict[str, HostFinding] = {}
     for h in ordered:
@@ -175,15 +197,17 @@ def attribute(
         if not partners:
             inconclusive[h] = HostFinding(h, "not_measured", "in no measured pair: never measured", ())
             continue
-        if h in witnesses or len(partners) < MIN_PARTNERS_FOR_GUILT:
+        # Not a witness: bad with every partner whose pair counts.
+        judged_by = [p for p in partners if counted(h, p)]
+        if h in witnesses or len(judged_by) < MIN_PARTNERS_FOR_GUILT:
             continue
         evidence = _evidence(table, h)
         shown = "; ".join(e.describe(h) for e in evidence)
-        if any(p in witnesses for p in partners):
-            failed = all(e.verdict == "failed" for e in evidence)
+        if any(p in witnesses for p in judged_by):
+            failed = all(e.verdict == "failed" for e in evidence if e.bad)
             kind: HostKind = "failed_with_every_partner" if failed else "slow_with_every_partner"
             word = "failed" if failed else "bad"
-            reason = f"{word} with every partner ({len(partners)} of {len(partners)}): {shown}"
+            reason = f"{word} with every partner ({len(judged_by)} of {len(partners)}): {shown}"
             note = "" if failed else _limit_note(rule, unit)
             guilty[h] = HostFinding(h, kind, reason + note, evidence)
         else:
@@ -222,6 +246,36 @@ def attribute(
         metric=metric,
         unit=unit,
     )
+
+
+def _discount_slow_rounds(
+    judged: tuple[JudgedPair, ...], floor_gbps: float | None
+) -> tuple[tuple[JudgedPair, ...], list[int]]:
+    """The pairs with those of every all-slow round marked "round", and those rounds. A pair below
+    the SKU's absolute floor stays slow: the floor does not move with the moment."""
+    by_round: dict[int, list[JudgedPair]] = {}
+    for j in judged:
+        if j.result.round is not None and j.verdict != "failed":
+            by_round.setdefault(j.result.round, []).append(j)
+    slow_rounds = sorted(
+        n
+        for n, pairs in by_round.items()
+        if len(pairs) >= MIN_PAIRS_FOR_ROUND_RULE and all(j.verdict == "slow" for j in pairs)
+    )
+    if not slow_rounds:
+        return judged, []
+    marked = tuple(
+        replace(j, verdict="round")
+        if j.result.round in slow_rounds and j.verdict == "slow" and not _below(j, floor_gbps)
+        else j
+        for j in judged
+    )
+    return marked, slow_rounds
+
+
+def _below(j: JudgedPair, floor_gbps: float | None) -> bool:
+    bw = j.result.busbw_gbps
+    return floor_gbps is not None and bw is not None and bw < floor_gbps
 
 
 def _evidence(table: dict[str, dict[str, list[JudgedPair]]], host: str) -> tuple[JudgedPair, ...]:

@@ -77,7 +77,9 @@ class PairResult:
         return self.busbw_gbps is not None
 
 
-Verdict = Literal["ok", "slow", "failed"]
+# "round": below the limit, but so was every other pair measured in the same round: the slowness was
+# common to that moment (load, a congested spine), evidence against no host and no link.
+Verdict = Literal["ok", "slow", "failed", "round"]
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,7 @@ class JudgedPair:
 
     @property
     def bad(self) -> bool:
-        return self.verdict != "ok"
+        return self.verdict in ("slow", "failed")
 
     def describe(self, host: str | None = None) -> str:
         """`partner 12.3 GB/s (slow)` from a host's side, or `a-b ...` without one."""

@@ -209,3 +209,58 @@ def test_small_fleet_noise_names_no_link() -> None:
     }  # fmt: skip
     a = attribute(hosts(8), [PairResult(Pair.of(x, y), v) for (x, y), v in measured.items()])
     assert [f.pair for f in a.suspect_links] == [Pair("node4", "node7")] and a.guilty == ()
+
+
+def _rounds(figures: list[list[tuple[str, str, float]]]) -> list[PairResult]:
+    return [
+        PairResult(Pair.of(a, b), bw, round=i)
+        for i, pairs in enumerate(figures, start=1)
+        for a, b, bw in pairs
+    ]
+
+
+# The fabric e2e's healthy fleet on a machine busy with other work (4 hosts, 3 rounds, GB/s): both
+# pairs of round 1 came out slow at once, every other pair at the shaped rate.
+BUSY_ROUND_1 = [
+    [("h0", "h1", 0.0718), ("h2", "h3", 0.0492)],
+    [("h0", "h2", 0.0958), ("h1", "h3", 0.0966)],
+    [("h0", "h3", 0.0956), ("h1", "h2", 0.0961)],
+]
+
+
+def test_a_round_where_every_pair_is_slow_blames_no_host_and_no_link() -> None:
+    a = attribute(["h0", "h1", "h2", "h3"], _rounds(BUSY_ROUND_1))
+    assert a.guilty == () and a.suspect_links == () and a.inconclusive == ()
+    assert {j.verdict for j in a.pairs if j.result.round == 1} == {"round"}
+    assert any(n.startswith("round(s) 1: every pair slow at once") for n in a.rule.notes), a.rule.notes
+
+
+def test_two_busy_rounds_reject_nobody() -> None:
+    # Before the round rule, each host was slow with two different partners: all four guilty.
+    busy = [[("h0", "h1", 0.05), ("h2", "h3", 0.05)], [("h0", "h2", 0.05), ("h1", "h3", 0.05)]]
+    quiet = [[("h0", "h3", 0.096), ("h1", "h2", 0.096)], [("h0", "h1", 0.096), ("h2", "h3", 0.095)]]
+    a = attribute(["h0", "h1", "h2", "h3"], _rounds([*busy, *quiet]))
+    assert a.guilty == () and a.suspect_links == ()
+
+
+def test_a_slow_host_is_still_found_when_one_round_was_slow_for_everyone() -> None:
+    # h2 at a tenth in every round; round 1 was also slow for the other pair.
+    figures = [
+        [("h0", "h1", 0.05), ("h2", "h3", 0.0096)],
+        [("h0", "h2", 0.0095), ("h1", "h3", 0.096)],
+        [("h0", "h3", 0.095), ("h1", "h2", 0.0097)],
+    ]
+    a = attribute(["h0", "h1", "h2", "h3"], _rounds(figures))
+    assert a.guilty_hosts == ("h2",), a
+    assert "2 of 3" in a.guilty[0].reason
+
+
+def test_a_round_with_one_healthy_pair_is_judged_pair_by_pair() -> None:
+    figures = [
+        [("h0", "h1", 0.096), ("h2", "h3", 0.0096)],
+        [("h0", "h2", 0.0095), ("h1", "h3", 0.096)],
+        [("h0", "h3", 0.095), ("h1", "h2", 0.0097)],
+    ]
+    a = attribute(["h0", "h1", "h2", "h3"], _rounds(figures))
+    assert a.guilty_hosts == ("h2",) and "3 of 3" in a.guilty[0].reason
+    assert all(j.verdict != "round" for j in a.pairs)
