@@ -17,6 +17,7 @@ from fleetforge.console import fail
 from fleetforge.gating import LEVEL_HELP, parse_level
 
 if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge --help` stays light
+    from fleet.spec import FleetSpec
     from validation.fleetrun.run import FleetRunOptions
 
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -103,9 +104,13 @@ def fleet_run_options(
     fabric_rounds: int,
     fabric_timeout: int,
     var: list[str] | None,
+    fleet_spec: FleetSpec | None,
     limit: tuple[str, ...] = (),
 ) -> FleetRunOptions:
-    """The run's options; a bad level, wheelhouse or --var exits 64 before anything runs."""
+    """The run's options; a bad level, wheelhouse or --var exits 64 before anything runs. The
+    spec's outlier rule (mad_k, min_relative_margin) also judges the fabric stage's pairs where it
+    is wider than the pairs' own defaults."""
+    from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
     from validation.fleetrun.run import FleetRunOptions
 
     if level is not None:
@@ -132,6 +137,12 @@ def fleet_run_options(
         fabric_timeout_s=fabric_timeout,
         extravars=parse_vars(var or []),
         limit=limit,
+        fabric_mad_k=max(DEFAULT_MAD_K, float(fleet_spec.validation.mad_k)) if fleet_spec else DEFAULT_MAD_K,
+        fabric_min_relative_margin=(
+            max(DEFAULT_MIN_RELATIVE_MARGIN, float(fleet_spec.validation.min_relative_margin))
+            if fleet_spec
+            else DEFAULT_MIN_RELATIVE_MARGIN
+        ),
     )
 
 

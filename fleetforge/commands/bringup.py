@@ -183,6 +183,7 @@ def bringup(
         fabric_rounds=fabric_rounds,
         fabric_timeout=fabric_timeout,
         var=var,
+        fleet_spec=fleet_spec,
     )
     if rendered is not None:
         _write_inventory(inventory_path, rendered, out_dir)

@@ -158,6 +158,7 @@ def burnin(
         fabric_rounds=fabric_rounds,
         fabric_timeout=fabric_timeout,
         var=var,
+        fleet_spec=fleet_spec,
         limit=_parse_limit(limit),
     )
 

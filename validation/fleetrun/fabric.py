@@ -38,7 +38,7 @@ from fleet.metrics import (
     MULTINODE_METRIC,
 )
 from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, utc_now
-from validation.fabric.attribute import attribute
+from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN, attribute
 from validation.fabric.model import Attribution, Pair, PairResult, Round, Schedule
 from validation.fabric.schedule import pairing_schedule
 from validation.fabric.stage import run_schedule
@@ -480,8 +480,11 @@ def run_stage(
     seed: int | None = None,
     left_out: Mapping[str, str] | None = None,
     clock: Callable[[], float] | None = None,
+    mad_k: float = DEFAULT_MAD_K,
+    min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN,
 ) -> FabricStage:
-    """Pair `hosts` for `rounds` rounds, measure each round with `measure`, attribute."""
+    """Pair `hosts` for `rounds` rounds, measure each round with `measure`, attribute with the
+    outlier rule's `mad_k` and `min_relative_margin` (validation/fabric/attribute.py)."""
     import time
 
     now = clock or time.perf_counter
@@ -507,13 +510,22 @@ def run_stage(
             left_out=skipped_out,
             seconds=now() - t0,
         )
-    attribution = attribute(ordered, ran.results, metric=FABRIC_METRIC)
+    attribution = attribute(
+        ordered, ran.results, metric=FABRIC_METRIC, mad_k=mad_k, min_relative_margin=min_relative_margin
+    )
     ib_results = tuple(measure.ib_results)
     ib_attribution = None
     if ib_results:
         # Only the hosts in an ib_write_bw pair: a host whose pairs were skipped is not "unmeasured".
         ib_hosts = sorted({h for r in ib_results for h in (r.pair.a, r.pair.b)}, key=natural_key)
-        ib_attribution = attribute(ib_hosts, ib_results, metric=FABRIC_IB_METRIC, unit=IB_UNIT)
+        ib_attribution = attribute(
+            ib_hosts,
+            ib_results,
+            metric=FABRIC_IB_METRIC,
+            unit=IB_UNIT,
+            mad_k=mad_k,
+            min_relative_margin=min_relative_margin,
+        )
     return FabricStage(
         "measured",
         ordered,

@@ -31,6 +31,7 @@ from typing import Any
 
 from fleet import ansible_yaml
 from fleet.atomic import write_atomic
+from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fleetrun.bundle import Bundle, build_bundle
 from validation.fleetrun.events import (
     BURNIN_TASK,
@@ -85,6 +86,10 @@ class FleetRunOptions:
     fabric: bool = True
     fabric_rounds: int = 3
     fabric_timeout_s: int = 120
+    # The pairs' outlier rule (validation/fabric/attribute.py); a spec may widen it, never narrow
+    # it below these defaults: one short two-host run is noisier than a node's own figures.
+    fabric_mad_k: float = DEFAULT_MAD_K
+    fabric_min_relative_margin: float = DEFAULT_MIN_RELATIVE_MARGIN
     extravars: Mapping[str, object] = field(default_factory=dict)  # role variables, override all above
     cache_dir: Path = field(default_factory=default_cache)
     # Rerun only these hosts (the suspects of an earlier run into the same out_dir); the other
@@ -364,7 +369,14 @@ def _fabric_stage(
         base_port=int(opts.collectives_port) + 1,
         stage_id=str(extravars.get("burnin_collectives_id") or "fleetforge") + "-fabric",
     )
-    stage = run_stage(ready, measure, rounds=opts.fabric_rounds, left_out=left_out)
+    stage = run_stage(
+        ready,
+        measure,
+        rounds=opts.fabric_rounds,
+        left_out=left_out,
+        mad_k=opts.fabric_mad_k,
+        min_relative_margin=opts.fabric_min_relative_margin,
+    )
     say(stage.summary())
     return stage
 
