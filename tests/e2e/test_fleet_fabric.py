@@ -13,6 +13,11 @@ In order, on the same hosts: (a) all 4 at the healthy rate: none rejected, every
 figure; (b) h2 at a tenth: h2, and only h2, rejected with a reason naming the pairs it was slow in;
 (c) h3 killed (sshd and all under it) once round 2 has started: h3 rejected as unreachable, its
 failed pairs attributed to it, the others accepted on the pairs that completed.
+
+The healthy run (a) also proves the whole-fleet all-reduce before the rounds: torchrun's c10d
+rendezvous over the test network across the 4 hosts, gloo on CPUs, PyTorch installed on the hosts
+from the controller's bundle (`--extra-package torch==2.13.0`: the hosts have no index). Where pip
+cannot get that exact version of PyTorch this module skips and says so.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.metrics import FABRIC_METRIC
+from fleet.metrics import FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
+from fleet.results import read_results
+from fleetforge import exitcodes
 from tests.conftest import ROOT
 from tests.e2e.fleet import FLEETFORGE, MEASURE, CliRun, fleet_burnin, write_spec
 from tests.hosts.fixtures import HostPool
@@ -140,11 +147,40 @@ def figures(result: CliRun) -> dict[str, float]:
     return {n["node"]: n["metrics"].get(FABRIC_METRIC) for n in result.doc["nodes"]}
 
 
-def test_a_healthy_fleet_has_every_pair_measured_and_no_host_rejected(
-    hosts: TestHosts, bed: dict[str, Path]
-) -> None:
+@pytest.fixture(scope="module")
+def healthy(hosts: TestHosts, bed: dict[str, Path]) -> tuple[CliRun, float]:
     with shaped(hosts, {h.name: HEALTHY for h in hosts}):
-        result, wall = run(bed, "healthy")
+        return run(bed, "healthy")
+
+
+def test_the_whole_fleet_all_reduces_through_torchrun_before_the_rounds(
+    healthy: tuple[CliRun, float],
+) -> None:
+    result, _ = healthy
+    assert result.rc == exitcodes.OK, result.explain()
+    summary = result.doc["fleet_run"]
+    assert any(w.startswith("torch-2.13.0") for w in summary["bundle"]["deps_wheels"])
+    busbw = {}
+    for name in ("h0", "h1", "h2", "h3"):
+        assert summary["hosts"][name]["collectives_rc"] == 0, summary["hosts"][name]
+        checks = read_results(Path(summary["results_dir"]) / f"{name}.jsonl").checks
+        (record,) = [c for c in checks if c.check == MULTINODE_CHECK]
+        assert record.status == "pass" and record.backend == "torch-gloo", record
+        assert record.versions["torch"].startswith("2.13.0")
+        assert "4 nodes, 4 ranks" in record.findings[0]
+        busbw[name] = record.metrics[MULTINODE_METRIC]
+        # With PyTorch there, the intra-node all-reduce goes through gloo as well.
+        (intra,) = [c for c in checks if c.check == "collectives"]
+        assert intra.status == "pass"
+    # One collective, one answer: every node records the same (slowest rank's) bandwidth.
+    assert len(set(busbw.values())) == 1 and busbw["h0"] > 0
+    assert result.verdict("h0")["metrics"][MULTINODE_METRIC] == busbw["h0"]
+
+
+def test_a_healthy_fleet_has_every_pair_measured_and_no_host_rejected(
+    healthy: tuple[CliRun, float],
+) -> None:
+    result, wall = healthy
     fabric = result.doc["fleet_run"]["fabric"]
     print(f"\nhealthy: {wall:.0f} s, fabric {fabric['seconds']:.0f} s, figures {figures(result)}")
     assert result.rejected() == [], result.explain()
@@ -183,6 +219,7 @@ def test_a_host_lost_mid_stage_is_rejected_as_unreachable_and_the_others_judged_
         str(FLEETFORGE), "fleet", "burnin", "-i", str(bed["inventory"]), "--out", str(out), "--json",
         "--sku", "cpu", "--level", "quick", "--spec", str(bed["spec"]), "--extra-package", TORCH,
         "--collectives-timeout", "240", "--fabric-timeout", "60", *PAIR, *MEASURE,
+        "--var", "burnin_install=false",  # installed with PyTorch by the healthy run
     ]  # fmt: skip
     artifacts = out / "ansible" / "artifacts"
     with shaped(hosts, {h.name: HEALTHY for h in hosts}):
