@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fleet.catalog import NIC_KINDS_BY_FABRIC, UnknownSkuError, all_skus, get_sku
+from fleet.catalog import (
+    NIC_KINDS_BY_FABRIC,
+    UnknownSkuError,
+    all_skus,
+    fabric_environment,
+    get_sku,
+    load_catalog,
+)
 from fleet.catalog.layout import aws_network_interfaces
 from fleet.catalog.model import Sku
 from fleet.metrics import METRICS
@@ -154,3 +161,118 @@ def test_reference_figures_cite_the_skus_own_cloud_or_say_they_are_borrowed() ->
                 metric,
                 source,
             )
+
+
+# ------------------------------------------------------------------ fabric floors and environments
+
+FABRIC_METRICS = ("multinode_allreduce_busbw_gbps", "fabric_pair_busbw_gbps")
+# AWS's published minimum busbw of all_reduce_perf across 2+ nodes, per instance type (GB/s).
+AWS_MULTINODE = {
+    "p4d.24xlarge": 300,
+    "p5.48xlarge": 800,
+    "p5e.48xlarge": 800,
+    "p5en.48xlarge": 800,
+    "p6-b200.48xlarge": 900,
+}
+
+
+@pytest.mark.parametrize("name", sorted(AWS_MULTINODE))
+def test_aws_skus_carry_the_published_multinode_all_reduce_floor(name: str) -> None:
+    sku = get_sku(name)
+    for metric in FABRIC_METRICS:
+        ref = sku.reference[metric]
+        assert (ref.value, ref.kind) == (AWS_MULTINODE[name], "threshold")
+        # AWS's own PCS page measured 377 GB/s on a healthy 4 x p6-b200 cluster: the floor must pass it.
+        assert ref.floor < 377 or name != "p6-b200.48xlarge"
+        assert "awsome-distributed-training" in ref.source and "5-nccl-allreduce.sh" in ref.source
+
+
+def test_fabric_floors_are_never_borrowed_across_clouds() -> None:
+    # Google's figures are all_gather, Azure's single-node: no GPU SKU outside AWS has a fabric floor.
+    for sku in SKUS:
+        if sku.accelerator.kind != "gpu":
+            continue
+        has = {m for m in FABRIC_METRICS if m in sku.reference}
+        assert has == (set(FABRIC_METRICS) if sku.sku in AWS_MULTINODE else set()), sku.sku
+
+
+def test_cpu_sku_fabric_floors_are_measured() -> None:
+    cpu = get_sku("cpu")
+    for metric in FABRIC_METRICS:
+        ref = cpu.reference[metric]
+        assert ref.kind == "measured" and "all-reduce across" in ref.source
+        # A cpu fleet on 1 GbE (0.125 GB/s line rate) passes; a host cut to a tenth of it does not.
+        assert 0.0125 < ref.floor < 0.1
+
+
+@pytest.mark.parametrize("sku", SKUS, ids=_ids(SKUS))
+def test_every_sku_has_a_sourced_fabric_environment(sku: Sku) -> None:
+    env = fabric_environment(sku)
+    assert env.source.strip()
+    if sku.accelerator.kind == "gpu":
+        assert env.nccl_fabric not in {"none", "tcp"}, "a GPU fabric needs its own NCCL transport"
+    # Node-specific values are named, never given a value here.
+    assert not set(env.environment) & set(env.node_specific)
+    assert not [k for k in env.environment if k.endswith(("IFNAME", "CTRL_DEV", "_HCA", "BINDINGS"))]
+
+
+@pytest.mark.parametrize(
+    ("kind", "nccl_fabric", "net", "library", "profile"),
+    [
+        ("efa", "efa", None, None, None),
+        ("gpudirect-tcpx", "gpudirect-tcpx", "GPUDirectTCPX_v7", "/var/lib/tcpx/lib64", None),
+        (
+            "gpudirect-tcpxo",
+            "gpudirect-tcpxo",
+            None,
+            "/var/lib/tcpxo/lib64",
+            "/var/lib/tcpxo/lib64/nccl-env-profile.sh",
+        ),
+        ("gpudirect-rdma", "gib", "gIB", "/usr/local/gib/lib64", "/usr/local/gib/scripts/set_nccl_env.sh"),
+        ("infiniband", "infiniband", None, None, None),
+        ("ethernet", "tcp", None, None, None),
+        ("ici", "none", None, None, None),
+    ],
+)
+def test_fabric_environment_per_kind(
+    kind: str, nccl_fabric: str, net: str | None, library: str | None, profile: str | None
+) -> None:
+    env = load_catalog().fabrics[kind]  # type: ignore[index]
+    assert env.nccl_fabric == nccl_fabric
+    assert env.environment.get("NCCL_NET") == net
+    assert env.library_path == library and env.profile == profile
+    process = env.process_environment()
+    assert process.get("LD_LIBRARY_PATH") == library
+    assert "LD_LIBRARY_PATH" not in env.nccl_conf()
+    if kind == "efa":
+        assert (process["FI_PROVIDER"], process["FI_EFA_USE_DEVICE_RDMA"]) == ("efa", "1")
+    if kind == "gpudirect-tcpxo":
+        assert env.profile_environment == {"NCCL_LIB_DIR": "/var/lib/tcpxo/lib64"}
+        assert {"NCCL_FASTRAK_CTRL_DEV", "NCCL_FASTRAK_IFNAME"} <= set(env.node_specific)
+
+
+def test_a_fabric_environment_that_names_a_node_value_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from fleet.catalog import FabricEnvironment
+
+    with pytest.raises(ValidationError, match="NCCL_SOCKET_IFNAME: node-specific"):
+        FabricEnvironment(
+            nccl_fabric="efa",
+            environment={"NCCL_SOCKET_IFNAME": "eth0"},
+            node_specific=("NCCL_SOCKET_IFNAME",),
+            source="x" * 3,
+        )
+    with pytest.raises(ValidationError, match="not an environment variable name"):
+        FabricEnvironment(nccl_fabric="efa", environment={"fi provider": "efa"}, source="src")
+
+
+def test_a_catalog_without_an_environment_for_a_used_fabric_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from fleet.catalog import Catalog
+
+    data = load_catalog().model_dump(mode="json")
+    del data["fabrics"]["efa"]
+    with pytest.raises(ValidationError, match="fabrics: no entry for efa"):
+        Catalog.model_validate(data)
