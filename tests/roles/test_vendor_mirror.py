@@ -493,6 +493,18 @@ def rpm_mirror(mirror: Mirror) -> Mirror:
     return mirror
 
 
+@pytest.fixture(autouse=True)
+def _no_gpg_agent_left(tmp_path: Path) -> Iterator[None]:
+    """dnf imports a repository's key into <cache>/<repo>/pubring through gpgme, which starts a
+    gpg-agent there that outlives dnf: end every one the test started."""
+    yield
+    for home in tmp_path.rglob("pubring"):
+        if home.is_dir():
+            subprocess.run(
+                ["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False
+            )
+
+
 @dataclass
 class Dnf:
     """dnf confined to one directory: its own config, repositories, cache and install root."""
