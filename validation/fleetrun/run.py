@@ -310,9 +310,31 @@ def fabric_ready(
     return ready, left_out
 
 
+# roles/burnin/defaults/main.yml: burnin_fabric_ib_timeout_s; validation/burnin/pairbw.py stops its
+# server this long after the client's limit.
+IB_TIMEOUT_DEFAULT_S = 90
+IB_SERVER_GRACE_S = 10
+
+
 def fabric_time_limit(opts: FleetRunOptions) -> int:
-    """One round's play: the pairs' own limit plus the copies, polls and reads around it."""
-    return int(opts.fabric_timeout_s + 240)
+    """One round's play: the pairs' own limit, then (unless turned off) the pairs' ib_write_bw with
+    its server's grace, plus the copies, polls and reads around them."""
+    limit = opts.fabric_timeout_s + 240
+    if _truthy(opts.extravars.get("burnin_fabric_ib", True)):
+        ib = opts.extravars.get("burnin_fabric_ib_timeout_s", IB_TIMEOUT_DEFAULT_S)
+        limit += _seconds(ib, IB_TIMEOUT_DEFAULT_S) + IB_SERVER_GRACE_S
+    return int(limit)
+
+
+def _truthy(value: object) -> bool:
+    return value not in (False, 0, "false", "False", "no", "0", "")
+
+
+def _seconds(value: object, default: int) -> int:
+    try:
+        return max(0, int(str(value)))
+    except ValueError:
+        return default
 
 
 def _fabric_stage(

@@ -358,3 +358,17 @@ def test_the_fleet_run_takes_the_specs_margin_only_where_it_is_wider(tmp_path: P
     assert options({"mad_k": 2, "min_relative_margin": 0.6}) == (DEFAULT_MAD_K, 0.6)
     assert options({"mad_k": 6, "min_relative_margin": 0.01}) == (6, DEFAULT_MIN_RELATIVE_MARGIN)
     assert options(None) == (DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN)
+
+
+def test_a_rounds_time_limit_leaves_room_for_the_ib_write_bw_step(tmp_path: Path) -> None:
+    from validation.fleetrun.run import FleetRunOptions, fabric_time_limit
+
+    def limit(**extravars: object) -> int:
+        opts = FleetRunOptions(
+            inventory=tmp_path, out_dir=tmp_path, fabric_timeout_s=120, extravars=extravars
+        )
+        return fabric_time_limit(opts)
+
+    assert limit() == 120 + 240 + 90 + 10
+    assert limit(burnin_fabric_ib_timeout_s=30) == 120 + 240 + 30 + 10
+    assert limit(burnin_fabric_ib=False) == limit(burnin_fabric_ib="false") == 120 + 240
