@@ -130,10 +130,10 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
             "beegfs_client_mgmtd_host": fs.mgmtd_host,
             "beegfs_client_mount_point": fs.mount_point,
         }
-    groups = _groups(sku, storage)
+    groups = node_groups(sku, storage)
     groups["nvmeof_clients"] = bool(spec.storage.nvmeof)
     children = {g: {"hosts": {n: None for n in names} if members else {}} for g, members in groups.items()}
-    group_vars = _group_vars(sku, storage)
+    group_vars = group_vars_for(sku, storage)
     if spec.storage.nvmeof:
         group_vars["nvmeof_clients"] = {
             "nvmeof_initiator_targets": [t.model_dump(exclude_none=True) for t in spec.storage.nvmeof]
@@ -145,7 +145,7 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
     return {
         "all": {
             "hosts": {name: ansible_yaml.unsafe_values(v) for name, v in hosts.items()},
-            "vars": ansible_yaml.unsafe_values(_fleet_vars(spec.name, sku, spec.validation.pinned_versions)),
+            "vars": ansible_yaml.unsafe_values(fleet_vars(spec.name, sku, spec.validation.pinned_versions)),
             "children": {
                 g: {k: ansible_yaml.unsafe_values(v) if k == "vars" else v for k, v in body.items()}
                 for g, body in children.items()
@@ -156,8 +156,8 @@ def from_spec(spec: FleetSpec) -> dict[str, Any]:
 
 def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     """A dynamic inventory plugin configuration for the stack's scale-out group."""
-    fleet = _section(outputs, "fleet")
-    group = _section(outputs, "group")
+    fleet = output_section(outputs, "fleet")
+    group = output_section(outputs, "group")
     sku_name = fleet.get("sku")
     try:
         sku = get_sku(str(sku_name))
@@ -168,7 +168,7 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     if storage_out is not None:
         if not isinstance(storage_out, Mapping):
             raise InventoryConfigError("storage", "expected a mapping or null")
-        storage = _lustre_from_outputs(storage_out)
+        storage = lustre_from_outputs(storage_out)
     kind = group.get("kind")
     if kind in GCP_GROUP_KINDS:
         return _gcp_compute(fleet, group, sku, storage)
@@ -185,7 +185,7 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
     region = group.get("region") or fleet.get("region")
     if not isinstance(region, str) or not region:
         raise InventoryConfigError("group.region", "required to list the group's instances")
-    groups = _groups(sku, storage)
+    groups = node_groups(sku, storage)
     compose = {
         "ansible_host": "private_ip_address",
         # What the aws-unhealthy action reads, from the plugin's own host vars: the instance's id
@@ -218,8 +218,8 @@ def _composed_literals(
 
     The plugin's compose sets per-host variables; group-level facts are the same for every node,
     and a node belongs to every group the SKU and spec imply."""
-    merged: dict[str, Any] = _fleet_vars(str(fleet.get("name", "")), sku, {})
-    for g, gvars in _group_vars(sku, storage).items():
+    merged: dict[str, Any] = fleet_vars(str(fleet.get("name", "")), sku, {})
+    for g, gvars in group_vars_for(sku, storage).items():
         if groups[g]:
             merged.update(gvars)
     merged.update(extra)
@@ -260,7 +260,7 @@ def _gcp_compute(
         )
         if zone is None:  # a regional group: recreation goes through the region's API
             ids["gce_mig_region"] = region
-    groups = _groups(sku, storage)
+    groups = node_groups(sku, storage)
     compose = {
         # Nodes have no external address: Ansible reaches them on the first interface's private IP.
         "ansible_host": "networkInterfaces[0].networkIP",
@@ -311,7 +311,7 @@ def _azure_rm(
     domain_of = "{" + ", ".join(f"'{name}': {index}" for name, index in domains.items()) + "}"
     fleet_tag = (tags.get("fleet") if isinstance(tags, Mapping) else None) or fleet.get("name")
     ids = {"azure_subscription_id": subscription, "azure_resource_group": resource_group}
-    groups = _groups(sku, storage)
+    groups = node_groups(sku, storage)
     compose = {
         # Nodes have no public address: Ansible reaches them on the primary NIC's private IP.
         "ansible_host": "private_ipv4_addresses | first",
@@ -416,10 +416,10 @@ def default_output_name(inventory: Mapping[str, Any], fleet_name: str) -> str:
     return f"{fleet_name}.{suffixes[0]}" if suffixes else f"{fleet_name}.yml"
 
 
-# --------------------------------------------------------------------------- shared pieces
+# ------------------------------------------ shared pieces (stacks/tpu_inventory.py builds with them too)
 
 
-def _groups(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, bool]:
+def node_groups(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, bool]:
     acc = sku.accelerator
     kind = storage["kind"] if storage else None
     return {
@@ -447,7 +447,7 @@ def nccl_vars(sku: Sku) -> dict[str, Any]:
     return out
 
 
-def _group_vars(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+def group_vars_for(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     fabric = sku.fabric
     gpu: dict[str, Any] = {
         "gpu_facts_expected_nvidia_gpus": sku.accelerators_per_node,
@@ -464,7 +464,7 @@ def _group_vars(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dict[s
     }
 
 
-def _fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]:
+def fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"fleetforge_fleet": name, "fleetforge_sku": sku.sku}
     # Exact pins reach the roles exactly: the roles install (and hold) these versions, and the gate
     # then checks each node reports them. A branch alone ("570") pins only the branch.
@@ -485,7 +485,7 @@ def _fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any
     return out
 
 
-def _section(outputs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+def output_section(outputs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = outputs.get(name)
     if not isinstance(value, Mapping):
         raise InventoryConfigError(
@@ -494,7 +494,7 @@ def _section(outputs: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value
 
 
-def _lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
+def lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
     kind = storage.get("kind")
     if kind not in LUSTRE_KINDS:
         return None

@@ -30,11 +30,11 @@ from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.catalog import tpu as tpu_shapes
 from stacks.ansible_inventory import (
     InventoryConfigError,
-    _fleet_vars,
-    _group_vars,
-    _groups,
-    _lustre_from_outputs,
-    _section,
+    fleet_vars,
+    group_vars_for,
+    lustre_from_outputs,
+    node_groups,
+    output_section,
 )
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def is_tpu_outputs(outputs: Mapping[str, Any]) -> bool:
 
 def fleet_from_outputs(outputs: Mapping[str, Any]) -> TpuFleet:
     """The TPU fleet the outputs describe, or InventoryConfigError naming the field."""
-    fleet = _section(outputs, "fleet")
-    group = _section(outputs, "group")
+    fleet = output_section(outputs, "fleet")
+    group = output_section(outputs, "group")
     if group.get("kind") != GROUP_KIND:
         raise InventoryConfigError("group.kind", f"{group.get('kind')!r}; expected {GROUP_KIND!r}")
     sku_name = fleet.get("sku")
@@ -129,7 +129,7 @@ def fleet_from_outputs(outputs: Mapping[str, Any]) -> TpuFleet:
     if storage_out is not None:
         if not isinstance(storage_out, Mapping):
             raise InventoryConfigError("storage", "expected a mapping or null")
-        storage = _lustre_from_outputs(storage_out)
+        storage = lustre_from_outputs(storage_out)
     desired = group.get("desired")
     expected = desired if isinstance(desired, int) and not isinstance(desired, bool) else None
     return TpuFleet(
@@ -250,8 +250,8 @@ def inventory(fleet: TpuFleet, hosts: Sequence[TpuHost]) -> dict[str, Any]:
             }
         )
     names = [h.name for h in hosts]
-    groups = _groups(fleet.sku, fleet.storage)
-    group_vars = _group_vars(fleet.sku, fleet.storage)
+    groups = node_groups(fleet.sku, fleet.storage)
+    group_vars = group_vars_for(fleet.sku, fleet.storage)
     children: dict[str, dict[str, Any]] = {}
     for g, members in groups.items():
         body: dict[str, Any] = {"hosts": {n: None for n in names} if members else {}}
@@ -263,7 +263,7 @@ def inventory(fleet: TpuFleet, hosts: Sequence[TpuHost]) -> dict[str, Any]:
     return {
         "all": {
             "hosts": host_vars,
-            "vars": ansible_yaml.unsafe_values(_fleet_vars(fleet.name, fleet.sku, {})),
+            "vars": ansible_yaml.unsafe_values(fleet_vars(fleet.name, fleet.sku, {})),
             "children": children,
         }
     }

@@ -896,9 +896,9 @@ def test_the_azure_stacks_planned_outputs_make_an_inventory(example: str) -> Non
 )
 def test_exact_pins_reach_the_roles_exactly(pinned: dict[str, str], expected: dict[str, str]) -> None:
     from fleet.catalog import get_sku
-    from stacks.ansible_inventory import _fleet_vars
+    from stacks.ansible_inventory import fleet_vars
 
-    got = _fleet_vars("train-a", get_sku("p5.48xlarge"), pinned)
+    got = fleet_vars("train-a", get_sku("p5.48xlarge"), pinned)
     assert {k: v for k, v in got.items() if not k.startswith("fleetforge_")} == expected
 
 
@@ -951,10 +951,10 @@ def test_every_gpu_sku_has_its_expected_fabric_environment() -> None:
 @pytest.mark.parametrize("name", sorted(FABRIC_EXPECTED))
 def test_the_skus_fabric_environment_reaches_nccl_and_the_burn_in(name: str) -> None:
     from fleet.catalog import get_sku
-    from stacks.ansible_inventory import _group_vars
+    from stacks.ansible_inventory import group_vars_for
 
     fabric, expected_env, profile = FABRIC_EXPECTED[name]
-    gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+    gpu = group_vars_for(get_sku(name), None)["gpu_nodes"]
     assert gpu["nccl_fabric"] == fabric
     assert expected_env.items() <= gpu["burnin_environment"].items()
     assert gpu.get("nccl_profile") == profile
@@ -966,10 +966,10 @@ def test_the_skus_fabric_environment_reaches_nccl_and_the_burn_in(name: str) -> 
 
 def test_tcpx_and_tcpxo_no_longer_fall_back_to_plain_tcp() -> None:
     from fleet.catalog import get_sku
-    from stacks.ansible_inventory import _group_vars
+    from stacks.ansible_inventory import group_vars_for
 
     for name in ("a3-highgpu-8g", "a3-megagpu-8g"):
-        assert _group_vars(get_sku(name), None)["gpu_nodes"]["nccl_fabric"] != "tcp"
+        assert group_vars_for(get_sku(name), None)["gpu_nodes"]["nccl_fabric"] != "tcp"
 
 
 def test_skus_without_nccl_get_no_nccl_variables() -> None:
@@ -1004,7 +1004,7 @@ def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) ->
     variables, and what the vendor's profile script exported (a stand-in script here), never the
     variables the script was given or anything that is not NCCL_*/FI_*."""
     from fleet.catalog import get_sku
-    from stacks.ansible_inventory import _group_vars
+    from stacks.ansible_inventory import group_vars_for
 
     profile = tmp_path / "profile.sh"
     profile.write_text(
@@ -1015,7 +1015,7 @@ def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) ->
     hosts: dict[str, dict[str, Any]] = {}
     names = sorted(FABRIC_EXPECTED)
     for i, name in enumerate(names):
-        gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+        gpu = group_vars_for(get_sku(name), None)["gpu_nodes"]
         if gpu.get("nccl_profile"):
             gpu["nccl_profile"] = str(profile)  # the vendor's script is on the image, not here
         hosts[f"h{i}"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **gpu}
@@ -1044,7 +1044,7 @@ def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) ->
     for i, name in enumerate(names):
         lines = (tmp_path / f"h{i}.conf").read_text().splitlines()
         conf = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
-        gpu = _group_vars(get_sku(name), None)["gpu_nodes"]
+        gpu = group_vars_for(get_sku(name), None)["gpu_nodes"]
         assert gpu["nccl_environment"].items() <= conf.items(), name
         assert "LD_LIBRARY_PATH" not in conf and "PATH" not in conf
         if gpu.get("nccl_profile"):
