@@ -9,6 +9,7 @@ kernel, which the tests must not retune (and /proc/sys is read-only inside them)
 
 Order: --check --diff on fresh hosts (all three), apply (h0, h1), apply again (h0, h1: changed=0).
 The hosts come from the session's pool (tests/hosts/fixtures.py), reset to fresh before this module.
+The GPU and BeeGFS roles' real apt installs, against the local vendor package mirror: test_apply_vendor.py.
 """
 
 from __future__ import annotations

@@ -1,0 +1,322 @@
+"""The vendor roles applied for real to a local test host against the local package mirror.
+
+tests/roles/vendor_mirror.py serves the vendors' repositories (their URL paths, layouts, signatures,
+package names, versions and epochs, as placeholders) on the test hosts' bridge address, port 80,
+and nowhere else; the roles get the mirror's base and key URLs through Mirror.role_vars(). One
+Debian 12 host (the pool's h0) declares 8 GPUs and 4 NVSwitches through gpu_facts_override and is
+in gpu_nodes and beegfs_clients, so playbooks/site.yml runs with their real apt tasks:
+nvidia_driver, nvidia_fabricmanager, cuda_toolkit, nvidia_container_toolkit, nccl, dcgm and
+beegfs_client. node_tuning is skipped (--skip-tags; test_apply.py applies it). A wrong name, pin,
+epoch, layout or signature setting fails here as it would on a real node.
+
+Order: --check --diff on the fresh host, apply, apply again (changed=0), then apply with a driver
+version the mirror does not carry, which must fail on the driver's install task naming the package.
+
+Stand-ins: every role runs with <role>_apply_runtime false (RUNTIME_OFF of test_apply.py: the
+hosts share this machine's kernel), which skips module loads, service starts and the runtime
+verifications. The placeholders ship the systemd units the roles enable (so enabling them at boot
+is real) but no programs or libraries, so cuda_toolkit_verify, nccl_verify and
+nvidia_container_toolkit_verify are false (nvcc, libnccl.so.2 and nvidia-ctk are absent) and so is
+nvidia_container_toolkit_cdi (nvidia-ctk cdi generate reads the GPUs through the real driver).
+
+Check mode only, in test_apply.py (h2), because the mirror carries no Debian 12 packages for them:
+lustre_client (the only Whamcloud apt repository the table could source is ubuntu2204's; none for
+Debian 12 was found, and the prebuilt lustre-client-modules-<kernel release> exist only for the
+kernel they were built against, never this machine's shared kernel) and doca_ofed (the role knows
+no DOCA repository for Debian, roles/doca_ofed/vars/Debian.yml, and installs the distribution's
+rdma-core there instead, which test_apply.py applies for real; whether DOCA publishes Debian 12
+directories is UNVERIFIED here).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from tests.hosts.fixtures import HostPool
+from tests.hosts.harness import TestHosts
+from tests.roles import vendor_mirror
+from tests.roles.test_apply import RUNTIME_OFF, Run, playbook
+
+pytestmark = [
+    pytest.mark.hosts,
+    pytest.mark.skipif(
+        bool(vendor_mirror.missing_tools()),
+        reason=f"mirror build tools missing: {', '.join(vendor_mirror.missing_tools())}",
+    ),
+]
+
+# Package -> the exact version (epoch included) a real run of the roles' defaults installs from
+# the debian12 repositories of vendor_packages.yaml; Depends pulled in at their exact versions too.
+EXPECTED = {
+    "nvidia-driver-570-open": "570.133.20-0ubuntu1",
+    "nvidia-dkms-570-open": "570.133.20-0ubuntu1",
+    "nvidia-kernel-common-570": "570.133.20-0ubuntu1",
+    "nvidia-kernel-source-570-open": "570.133.20-0ubuntu1",
+    "libnvidia-compute-570": "570.133.20-0ubuntu1",
+    "nvidia-utils-570": "570.133.20-0ubuntu1",
+    "nvidia-compute-utils-570": "570.133.20-0ubuntu1",
+    "nvidia-fabricmanager-570": "570.133.20-1",
+    "libnvidia-nscq-570": "570.133.20-1",
+    "cuda-toolkit-12-8": "12.8.1-1",
+    "nvidia-container-toolkit": "1.17.5-1",
+    "nvidia-container-toolkit-base": "1.17.5-1",
+    "libnvidia-container-tools": "1.17.5-1",
+    "libnvidia-container1": "1.17.5-1",
+    "libnccl2": "2.26.2-1+cuda12.8",
+    "datacenter-gpu-manager-4-core": "1:4.5.2-1",
+    "datacenter-gpu-manager-4-cuda12": "1:4.5.2-1",
+    "beegfs-client": "20:7.4.5",
+    "beegfs-helperd": "20:7.4.5",
+    "beegfs-utils": "20:7.4.5",
+}
+# What the roles hold (the packages they name; Depends follow through their exact-version links).
+HELD = {
+    "nvidia-driver-570-open",
+    "nvidia-fabricmanager-570",
+    "libnvidia-nscq-570",
+    "cuda-toolkit-12-8",
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+    "libnccl2",
+    "datacenter-gpu-manager-4-core",
+    "datacenter-gpu-manager-4-cuda12",
+    "beegfs-client",
+    "beegfs-helperd",
+    "beegfs-utils",
+}
+# Mirror packages a run of the defaults must leave alone (other branches, builds, releases).
+NOT_INSTALLED = (
+    "nvidia-fabricmanager",
+    "libnccl-dev",
+    "datacenter-gpu-manager",
+    "cuda-12-3",
+    "cuda-drivers-570",
+)
+UNITS = (
+    "nvidia-persistenced.service",
+    "nvidia-fabricmanager.service",
+    "nvidia-dcgm.service",
+    "beegfs-helperd.service",
+    "beegfs-client.service",
+)
+SOURCES = {
+    # file -> (URIs, Suites, Components, key file the Signed-By names, mirror signing key name)
+    "nvidia-cuda": ("compute/cuda/repos/debian12/x86_64/", "/", None, "nvidia-cuda.asc", "nvidia-cuda"),
+    "nvidia-container-toolkit": (
+        "libnvidia-container/stable/deb/$(ARCH)",
+        "/",
+        None,
+        "nvidia-container-toolkit.asc",
+        "nvidia-container-toolkit",
+    ),
+    "beegfs": ("release/beegfs_7.4.5", "deb12", "non-free", "beegfs.asc", "beegfs"),
+}
+WRONG_DRIVER = "570.133.07"
+STAND_INS = {
+    "cuda_toolkit_verify": False,
+    "nccl_verify": False,
+    "nvidia_container_toolkit_verify": False,
+    "nvidia_container_toolkit_cdi": False,
+}
+
+
+@dataclass
+class Applied:
+    hosts: TestHosts
+    mirror: vendor_mirror.Mirror
+    written_by_check: list[str]
+    requests_during_check: int
+    check: Run
+    apply: Run
+    reapply: Run
+    wrong_pin: Run
+
+    def sh(self, command: str) -> str:
+        return self.hosts.ssh(self.hosts[0], command).stdout
+
+
+def _gateway(hosts: TestHosts) -> str:
+    # The bridge's own address (harness _make_network): the one address the hosts reach besides
+    # each other's.
+    assert hosts.subnet is not None
+    return str(next(hosts.subnet.hosts()))
+
+
+@pytest.fixture(scope="module")
+def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Applied:
+    root = vendor_mirror.build_mirror()
+    hosts = host_pool.fresh(1)
+    # The hosts cannot reach deb.debian.org, and an apt update with an unreachable source fails
+    # (the roles refresh apt after adding a repository); a real node reaches its distribution.
+    hosts.ssh(hosts[0], "mv /etc/apt/sources.list /etc/apt/sources.list.unreachable")
+    tmp = tmp_path_factory.mktemp("vendor")
+    with vendor_mirror.serve(root, _gateway(hosts), 80) as mirror:
+        host_vars = {
+            **RUNTIME_OFF,
+            **STAND_INS,
+            **mirror.role_vars(),
+            "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+            "beegfs_client_mgmtd_host": "mgmt.example",
+            "beegfs_client_conn_auth_secret": "test-only-secret-42",
+        }
+        groups = {"gpu_nodes": ["h0"], "beegfs_clients": ["h0"]}
+        inventory = hosts.write_inventory(tmp / "inventory.yml", groups=groups, hostvars={"h0": host_vars})
+        skip = ("--skip-tags", "node_tuning")
+        check = playbook(inventory, "--check", "--diff", *skip)
+        written = [
+            path
+            for path in (
+                "/etc/apt/sources.list.d/nvidia-cuda.sources",
+                "/etc/apt/sources.list.d/beegfs.sources",
+                "/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
+                "/etc/apt/keyrings/nvidia-cuda.asc",
+                "/etc/apt/preferences.d/nvidia-cuda.pref",
+            )
+            if hosts.ssh(hosts[0], f"test -e {path}", check=False).returncode == 0
+        ]
+        requests_during_check = len(mirror.requests)
+        apply = playbook(inventory, *skip)
+        reapply = playbook(inventory, *skip)
+        wrong = hosts.write_inventory(
+            tmp / "wrong.yml",
+            groups=groups,
+            hostvars={"h0": {**host_vars, "nvidia_driver_version": WRONG_DRIVER}},
+        )
+        wrong_pin = playbook(wrong, *skip)
+    for label, run in (("check", check), ("apply", apply), ("reapply", reapply), ("wrong_pin", wrong_pin)):
+        (tmp / f"{label}.json").write_text(json.dumps(run.doc))
+    print(f"\nansible-playbook results: {tmp}/*.json")
+    print(
+        f"ansible-playbook wall time: check {check.seconds:.0f}s, apply {apply.seconds:.0f}s, "
+        f"reapply {reapply.seconds:.0f}s, wrong pin {wrong_pin.seconds:.0f}s"
+    )
+    return Applied(hosts, mirror, written, requests_during_check, check, apply, reapply, wrong_pin)
+
+
+def _why(run: Run) -> dict[str, str]:
+    """role -> what its 'Say why packages are not resolved in check mode' task said on h0."""
+    out: dict[str, str] = {}
+    for play in run.doc["plays"]:
+        for task in play["tasks"]:
+            role, _, name = task["task"]["name"].rpartition(" : ")
+            res = task["hosts"].get("h0", {})
+            if name == "Say why packages are not resolved in check mode" and "msg" in res:
+                out[role] = res["msg"]
+    return out
+
+
+def _failures(run: Run) -> list[tuple[str, dict[str, object]]]:
+    """(task name, result) of every task that failed on h0."""
+    return [
+        (task["task"]["name"], task["hosts"]["h0"])
+        for play in run.doc["plays"]
+        for task in play["tasks"]
+        if task["hosts"].get("h0", {}).get("failed")
+    ]
+
+
+def _ok(run: Run) -> str:
+    failed = [(name, {k: res.get(k) for k in ("msg", "stderr", "stdout")}) for name, res in _failures(run)]
+    return run.stderr[-3000:] + json.dumps(run.doc.get("raw", "")) + json.dumps(failed)[-4000:]
+
+
+def test_check_mode_on_the_fresh_host_names_every_pin_and_writes_nothing(applied: Applied) -> None:
+    run = applied.check
+    assert run.rc == 0, _ok(run)
+    s = run.stats["h0"]
+    assert s["failures"] == 0 and s["unreachable"] == 0 and s["changed"] > 0, s
+    why = _why(run)
+    assert "nvidia-driver-570-open=570.133.20-*" in why["nvidia_driver"]
+    assert (
+        "nvidia-fabricmanager-570=570.133.20-*, libnvidia-nscq-570=570.133.20-*"
+        in why["nvidia_fabricmanager"]
+    )
+    assert "cuda-toolkit-12-8=12.8.1-*" in why["cuda_toolkit"]
+    assert "libnccl2 2.26.2-1+cuda12.8" in why["nccl"]
+    assert "datacenter-gpu-manager-4-core=1:4.5.2-1, datacenter-gpu-manager-4-cuda12=1:4.5.2-1" in why["dcgm"]
+    assert "nvidia-container-toolkit 1.17.5" in why["nvidia_container_toolkit"]
+    assert "beegfs-client 20:7.4.5" in why["beegfs_client"]
+    assert applied.written_by_check == []
+    # Check mode makes no request to the vendor (keys and packages are fetched on a real run only).
+    assert applied.requests_during_check == 0
+
+
+def test_apply_installs_the_exact_pins_from_the_mirror(applied: Applied) -> None:
+    run = applied.apply
+    assert run.rc == 0, _ok(run)
+    s = run.stats["h0"]
+    assert s["failures"] == 0 and s["changed"] > 0, s
+    query = applied.sh(
+        "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' " + " ".join(sorted(EXPECTED))
+    )
+    installed = {line.split()[0]: (line.split()[1], line.split()[2]) for line in query.splitlines()}
+    assert installed == {name: (v, "hi" if name in HELD else "ii") for name, v in EXPECTED.items()}
+    # Nothing else of the mirror's (another branch, NCCL build or DCGM release) came along.
+    others = applied.hosts.ssh(
+        applied.hosts[0],
+        "dpkg-query -W -f '${Package} ${db:Status-Abbrev}\\n' " + " ".join(NOT_INSTALLED),
+        check=False,
+    ).stdout
+    assert " ii" not in others and " hi" not in others, others
+    # Every package was fetched from the mirror (dpkg's file names drop the epoch), by the host.
+    fetched = {
+        tuple(unquote(Path(path).name).split("_")[:2])
+        for _, path, status in applied.mirror.requests
+        if path.endswith(".deb") and status == 200
+    }
+    assert {(n, v.split(":")[-1]) for n, v in EXPECTED.items()} <= fetched
+    assert {client for client, _, _ in applied.mirror.requests} == {applied.hosts[0].address}
+
+
+def test_apply_holds_what_the_roles_pin(applied: Applied) -> None:
+    assert set(applied.sh("apt-mark showhold").split()) == HELD
+
+
+def test_repositories_point_at_the_mirror_signed_by_the_vendor_key(applied: Applied) -> None:
+    for name, (path, suites, components, key, signing_key) in SOURCES.items():
+        text = applied.sh(f"cat /etc/apt/sources.list.d/{name}.sources")
+        fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        assert fields["URIs"] == applied.mirror.repo_url(path), text
+        assert fields["Suites"] == suites and fields.get("Components") == components, text
+        assert fields["Signed-By"] == f"/etc/apt/keyrings/{key}", text
+        assert applied.sh(f"cat /etc/apt/keyrings/{key}") == applied.mirror.key(signing_key), name
+    # The CUDA repository outranks the distribution for the driver's names: its origin pin matches
+    # the mirror's host, as it matches developer.download.nvidia.com on a real node.
+    policy = applied.sh("apt-cache policy nvidia-fabricmanager-570")
+    url = applied.mirror.repo_url("compute/cuda/repos/debian12/x86_64")
+    assert re.search(rf"^\s+600 {re.escape(url)}/? +Packages$", policy, re.MULTILINE), policy
+
+
+def test_apply_enables_the_units_the_packages_ship(applied: Applied) -> None:
+    wants = applied.sh("ls /etc/systemd/system/multi-user.target.wants/").split()
+    assert set(UNITS) <= set(wants), wants
+
+
+def test_second_apply_changes_nothing(applied: Applied) -> None:
+    run = applied.reapply
+    assert run.rc == 0, _ok(run)
+    s = run.stats["h0"]
+    assert s["changed"] == 0 and s["failures"] == 0, s
+
+
+def test_a_driver_version_the_repository_does_not_carry_fails_the_install_naming_it(applied: Applied) -> None:
+    run = applied.wrong_pin
+    assert run.rc != 0
+    failed = _failures(run)
+    assert len(failed) == 1, failed
+    name, result = failed[0]
+    assert name == "nvidia_driver : Install the driver packages at the pinned version", name
+    assert f"nvidia-driver-570-open={WRONG_DRIVER}" in str(result["msg"]), result["msg"]
+    # The failed run left the host as the good pin put it.
+    assert (
+        applied.sh("dpkg-query -W -f '${Version}' nvidia-driver-570-open")
+        == EXPECTED["nvidia-driver-570-open"]
+    )
