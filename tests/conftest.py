@@ -21,17 +21,19 @@ if os.environ.get("CI"):
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-# Run on one pytest-xdist worker, in order (`--dist loadgroup`): the session's test hosts are one
-# set (host_pool), and the vendor mirror's build cache is pruned by one of its tests while the
-# vendor roles' apply test serves it. The other worker takes everything else meanwhile.
-SERIAL_GROUP = "hosts"
+# `scripts/test` runs the suite as two pytest processes at once: `-m serial` (the local test hosts'
+# modules, in order: one pool of hosts, measuring one host at a time) and `-m "not serial"` beside it.
+# The vendor mirror's tests go with the hosts: one of them prunes the build cache that the vendor
+# roles' apply test serves from.
 SERIAL_MODULES = {"test_vendor_mirror.py"}
 
 
+# First, so that `-m serial` selects by it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("hosts") is not None or item.path.name in SERIAL_MODULES:
-            item.add_marker(pytest.mark.xdist_group(SERIAL_GROUP))
+            item.add_marker(pytest.mark.serial)
 
 
 @pytest.fixture
