@@ -21,10 +21,11 @@ if os.environ.get("CI"):
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-# `scripts/test` runs the suite as two pytest processes at once: `-m serial` (the local test hosts'
-# modules, in order: one pool of hosts, measuring one host at a time) and `-m "not serial"` beside it.
-# The vendor mirror's tests go with the hosts: one of them prunes the build cache that the vendor
-# roles' apply test serves from.
+# `scripts/test` runs the suite as three pytest processes at once: `-m measures` (the fleet runs on
+# test hosts, tests/e2e: one pool of hosts, measuring one host at a time), `-m "serial and not
+# measures"` (the other host tests, on background hosts) and `-m "not serial"`. Every host test is
+# serial. The vendor mirror's tests go with the host tests: one of them prunes the build cache that
+# the vendor roles' apply test serves from.
 SERIAL_MODULES = {"test_vendor_mirror.py"}
 
 

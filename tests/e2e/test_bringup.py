@@ -2,7 +2,8 @@
 through run_fleet, ansible-runner, the burnin role and the gate.
 
 Three hosts are the fleet (h0, h1, h2: the inventory), a fourth (h3) is started but not in it: the
-cloud's replacement, already booted. h2 is capped at a tenth of a core for real (cgroup CPU quota).
+cloud's replacement, already booted. h2 is capped at a fifth of a core for real (cgroup CPU quota)
+from the moment its burn-in starts.
 The test double behind the Replacer interface does what a cloud's group does when a node is marked
 unhealthy: the node leaves the group (the inventory) and a fresh instance joins it.
 
@@ -33,7 +34,7 @@ import pytest
 import yaml
 
 from fleetforge import exitcodes
-from tests.e2e.fleet import MEASURE, VALIDATION, throttled_periods
+from tests.e2e.fleet import BURNIN_COMMAND, MEASURE, SLOW_CPU, VALIDATION, throttled_periods
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
 from validation.actions import RejectedNode
@@ -50,9 +51,7 @@ from validation.bringup.adapters import AnsibleFleetRunner, AnsibleInventory
 from validation.fleetrun.run import FleetRunOptions
 from validation.gate import FleetPlan, GateSettings
 
-pytestmark = pytest.mark.hosts
-
-CAP = 0.1  # of one core: the slow hosts' CPU quota
+pytestmark = [pytest.mark.hosts, pytest.mark.measures]
 
 
 class StandInGroup:
@@ -234,7 +233,7 @@ def interrupted(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -
     )
     before = throttled_periods(h2)
     t0 = time.monotonic()
-    with hosts.cpu_limit(h2, CAP), pytest.raises(KeyboardInterrupt):
+    with hosts.cpu_limit(h2, SLOW_CPU, once_running=BURNIN_COMMAND), pytest.raises(KeyboardInterrupt):
         bring_up(settings, InterruptedOnce(runner), AnsibleInventory(inventory), group, say=said.append)
     round1_s = time.monotonic() - t0
     record = json.loads((out / RECORD_NAME).read_text())
@@ -348,8 +347,11 @@ def test_a_slot_whose_replacements_are_as_slow_is_a_pattern_and_the_budget_is_sp
     ]
     before = {h.name: throttled_periods(h) for h in (h3, h4)}
     t0 = time.monotonic()
-    # Both capped before they join the group: h3 as the loop resumes, h4 before h3 is replaced.
-    with interrupted.hosts.cpu_limit(h3, CAP), extra.cpu_limit(h4, CAP):
+    # Both slow from the moment their burn-in starts.
+    with (
+        interrupted.hosts.cpu_limit(h3, SLOW_CPU, once_running=BURNIN_COMMAND),
+        extra.cpu_limit(h4, SLOW_CPU, once_running=BURNIN_COMMAND),
+    ):
         code = main([str(a) for a in argv])
     wall = time.monotonic() - t0
     captured = capsys.readouterr()

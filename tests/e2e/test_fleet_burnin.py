@@ -1,38 +1,72 @@
 """End to end: `fleetforge fleet burnin` over real SSH to 4 local test hosts (tests/hosts), through
-ansible-runner, the burnin role and the gate; the CPU burn-in (`--sku cpu --level quick`) runs on
-each host from the fleetforge the role installed there from a wheelhouse, without any package index.
+ansible-runner, the burnin role, the fabric stage and the gate. The CPU burn-in (`--sku cpu --level
+quick`) runs on each host from the fleetforge the role installed there from the controller's bundle,
+without any package index.
 
-In order, on the same 4 hosts (fresh from the session's pool for this module):
-  check mode    the role in --check on fresh hosts fails nothing and creates nothing
-  (a) healthy   all 4 accepted; results fetched; fleet ready (3 nodes + 1 spare)
-  (b) slow      h2 capped at a tenth of a core for real (cgroup CPU quota): exactly h2 rejected,
-                with a reason naming the metric; the others accepted
-  (c) down      h3's sshd and everything under it killed: h3 rejected as unreachable with Ansible's
-                message, the others accepted, the spare covers it; the installation is idempotent
+One module, one set of hosts, in order:
+  check mode    the role in --check on a fresh host fails nothing and creates nothing
+  down          h3's sshd and everything under it killed: h3 rejected as unreachable with Ansible's
+                message, the others installed (without PyTorch), burned in and accepted; the spare
+                covers h3; the all-reduce across nodes is a skip that says PyTorch is missing
+  slow          h3 back; h2 capped at a fifth of a core for real (cgroup CPU quota) once its burn-in
+                starts: exactly h2 rejected, naming the metric; reinstalling changed nothing
+  healthy       all 4, PyTorch installed from the bundle (`--extra-package torch==2.13.0`:
+                the hosts have no index): every host accepted, results fetched, the whole fleet
+                all-reduces through torchrun (c10d rendezvous over the test network, gloo), then 3
+                rounds of 2 pairs each measure every pair, and no host is rejected
+  slow link     h2's link at a tenth of the others': h2, and only h2, rejected naming its pairs
+  lost          h3 killed once round 2 has started: h3 rejected as unreachable, its failed pairs
+                attributed to it, the others accepted on the pairs that completed
+The last two rerun only the host they are about (`--limit`) on a copy of the healthy run's results,
+as an operator reruns a host after a fix; the fabric rounds still pair all four.
+
+Every host's link is shaped with a token bucket (`tc qdisc ... tbf`) on its bridge-side veth for the
+fabric rounds, so the network, not the 2 shared cores, sets each pair's figure: unshaped, a pair over
+veth runs as fast as the CPU moves bytes, which swings with whatever else runs here. The healthy rate
+(800 Mbit/s, 100 MB/s) is far below what gloo moves over veth even on a busy machine, so healthy pairs
+agree; the slow link gets a tenth of it. The pair payload is pinned (4 MiB, 5 timed iterations) so a
+slow pair still finishes in seconds. Where pip cannot get that exact PyTorch the tests that need it
+skip and say so.
 
 Why the hosts measure one at a time and what the spec's rules are: tests/e2e/fleet.py.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
 
+from fleet.metrics import FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
 from fleet.results import read_results
 from fleetforge import exitcodes
-from tests.e2e.fleet import MEASURE, CliRun, fleet_burnin, throttled_periods, write_spec
+from tests.conftest import ROOT
+from tests.e2e.fleet import (
+    BURNIN_COMMAND,
+    FLEETFORGE,
+    MEASURE,
+    SLOW_CPU,
+    CliRun,
+    fleet_burnin,
+    throttled_periods,
+    write_spec,
+)
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHosts
 from validation.fleetrun.bundle import Bundle
 from validation.fleetrun.events import BURNIN_TASK, COLLECTIVES_TASK, FETCH_TASK
 
-pytestmark = pytest.mark.hosts
+pytestmark = [pytest.mark.hosts, pytest.mark.measures]
 
 CPU_METRICS = {
     "gemm_fp32_tflops",
@@ -43,6 +77,10 @@ CPU_METRICS = {
 }
 # Tasks that change something on every run; everything else (the installation) must not change twice.
 EVERY_RUN = {BURNIN_TASK, "Start the all-reduce across nodes", FETCH_TASK}
+TORCH = "torch==2.13.0"
+HEALTHY = "800mbit"
+SLOW = "80mbit"
+PAIR = ["--var", "burnin_fabric_bytes=4194304", "--var", "burnin_fabric_iters=5"]
 
 
 @pytest.fixture(scope="module")
@@ -72,9 +110,8 @@ def bed(hosts: TestHosts, bundle: Bundle, tmp_path_factory: pytest.TempPathFacto
 
 
 def wheelhouse_of(bundle: Bundle, house: Path) -> Path:
-    """The bundle's wheel and its dependency wheels in one folder, made once: every run installs from
-    it with --wheelhouse (the air-gapped path), so the runs install the same bytes whatever else
-    changes in the working tree meanwhile, and the last run can show that reinstalling changes nothing."""
+    """The bundle's wheel and its dependency wheels in one folder: the first run installs from it with
+    --wheelhouse, the air-gapped path (the runs with PyTorch build their bundle from the tree)."""
     house.mkdir()
     with tarfile.open(bundle.deps_tar) as tf:
         tf.extractall(house, filter="data")
@@ -83,21 +120,84 @@ def wheelhouse_of(bundle: Bundle, house: Path) -> Path:
     return house
 
 
-def run(bed: dict[str, Path], name: str, *args: str) -> CliRun:
-    return fleet_burnin(
-        bed["inventory"],
-        bed["base"] / name,
-        "--sku",
-        "cpu",
-        "--level",
-        "quick",
-        "--spec",
-        str(bed["spec"]),
-        "--wheelhouse",
-        str(bed["wheelhouse"]),
-        *MEASURE,
-        *args,
+def fleet_args(bed: dict[str, Path], *args: str) -> list[str]:
+    """The options every run here shares: the bed's spec, one host measuring at a time, the pairs."""
+    return [
+        "--sku", "cpu", "--level", "quick", "--spec", str(bed["spec"]), "--collectives-timeout", "240",
+        *PAIR, *MEASURE, *args,
+    ]  # fmt: skip
+
+
+def run(bed: dict[str, Path], name: str, *args: str) -> tuple[CliRun, float]:
+    t0 = time.monotonic()
+    result = fleet_burnin(bed["inventory"], bed["base"] / name, *fleet_args(bed, *args), timeout=1800)
+    return result, time.monotonic() - t0
+
+
+def rerun_out(bed: dict[str, Path], name: str) -> Path:
+    """A new --out holding the healthy run's results: a --limit rerun judges the hosts it does not
+    burn in again on them."""
+    out = bed["base"] / name
+    shutil.copytree(bed["base"] / "healthy" / "results", out / "results")
+    return out
+
+
+def _torch_missing() -> str | None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--quiet",
+            TORCH,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
+    return None if done.returncode == 0 else f"pip cannot get {TORCH} here: {done.stderr.strip()[-300:]}"
+
+
+@contextmanager
+def shaped(hosts: TestHosts, rates: Mapping[str, str]) -> Iterator[None]:
+    """Each named host's inbound link (its bridge-side veth's egress) limited to its rate."""
+    done: list[str] = []
+    try:
+        for host in hosts:
+            rate = rates[host.name]
+            burst = "512kb" if rate == HEALTHY else "64kb"
+            subprocess.run(
+                [
+                    "tc",
+                    "qdisc",
+                    "replace",
+                    "dev",
+                    host.veth,
+                    "root",
+                    "tbf",
+                    "rate",
+                    rate,
+                    "burst",
+                    burst,
+                    "latency",
+                    "100ms",
+                ],
+                check=True,
+                capture_output=True,
+            )
+            done.append(host.veth)
+        yield
+    finally:
+        for veth in done:
+            subprocess.run(["tc", "qdisc", "del", "dev", veth, "root"], capture_output=True)
+
+
+def figures(result: CliRun) -> dict[str, float]:
+    return {n["node"]: n["metrics"].get(FABRIC_METRIC) for n in result.doc["nodes"]}
 
 
 def test_check_mode_on_fresh_hosts_fails_nothing_and_creates_nothing(
@@ -135,62 +235,15 @@ def test_check_mode_on_fresh_hosts_fails_nothing_and_creates_nothing(
     )
 
 
-def test_a_healthy_fleet_is_burned_in_and_every_host_accepted(hosts: TestHosts, bed: dict[str, Path]) -> None:
-    junit = bed["base"] / "gate.xml"
-    accepted = bed["base"] / "accepted.yml"
-    result = run(bed, "healthy", "--junit", str(junit), "--inventory-out", str(accepted))
-    assert result.rc == exitcodes.OK, result.explain()
-    assert result.rejected() == [], result.explain()
-    fleet = result.doc["fleet"]
-    assert fleet["ready"] is True and len(fleet["job"]) == 3 and len(fleet["spare"]) == 1
-    summary = result.doc["fleet_run"]
-    assert summary["expected"] == ["h0", "h1", "h2", "h3"] and summary["problem"] is None
-    for name in summary["expected"]:
-        host = summary["hosts"][name]
-        assert host["burnin_rc"] == 0 and host["collectives_rc"] == 0 and host["ok"], host
-        # What the gate judged came from that host: its own run, at the level asked for.
-        results = read_results(Path(summary["results_dir"]) / f"{name}.jsonl")
-        (run_record,) = results.runs
-        assert (run_record.node, run_record.sku, run_record.level) == (name, "cpu", "quick")
-        verdict = result.verdict(name)
-        assert set(verdict["metrics"]) >= CPU_METRICS
-        # Without PyTorch on the hosts the all-reduce across nodes is a skip that says why.
-        multinode = [c for c in results.checks if c.check == "multinode_collectives"]
-        assert [c.status for c in multinode] == ["skip"] and "PyTorch is not installed" in (
-            multinode[0].reason or ""
-        )
-    installed = hosts.ssh(hosts[1], "/opt/fleetforge/venv/bin/fleetforge --version").stdout.strip()
-    assert installed.startswith("fleetforge ")
-    assert 'failures="0"' in junit.read_text() and 'errors="0"' in junit.read_text()
-    groups = yaml.safe_load(accepted.read_text())["all"]["children"]["fleetforge_accepted"]["children"]
-    assert len(groups["fleetforge_job"]["hosts"]) == 3 and len(groups["fleetforge_spare"]["hosts"]) == 1
-
-
-def test_a_host_slowed_for_real_is_the_one_rejected_naming_the_metric(
-    hosts: TestHosts, bed: dict[str, Path]
-) -> None:
-    slow = hosts.by_name("h2")
-    before = throttled_periods(slow)
-    with hosts.cpu_limit(slow, 0.1):
-        # Installed by the run before; --strict: a reject fails even though the spare covers it.
-        result = run(bed, "slow", "--var", "burnin_install=false", "--strict")
-    assert throttled_periods(slow) > before  # the cap really bit
-    assert result.rejected() == ["h2"], result.explain()
-    assert result.rc == exitcodes.REJECTED, result.explain()
-    reasons = result.verdict("h2")["reasons"]
-    measured = [r for r in reasons if r["rule"] in ("outlier", "floor") and r["metric"] in CPU_METRICS]
-    assert measured, result.explain()
-    for r in measured:
-        assert r["metric"] in r["message"] and isinstance(r["measured"], float)
-    assert result.doc["fleet"]["ready"] is True  # three healthy hosts still field the job
-
-
 def test_an_unreachable_host_is_rejected_as_unreachable_and_the_rest_accepted(
     hosts: TestHosts, bed: dict[str, Path]
 ) -> None:
     down = hosts.by_name("h3")
     hosts.stop(down)
-    result = run(bed, "down")
+    try:
+        result, _ = run(bed, "down", "--wheelhouse", str(bed["wheelhouse"]))
+    finally:
+        hosts.reset(down)
     assert result.rejected() == ["h3"], result.explain()
     reasons = result.verdict("h3")["reasons"]
     assert len(reasons) == 1, result.explain()
@@ -200,9 +253,195 @@ def test_an_unreachable_host_is_rejected_as_unreachable_and_the_rest_accepted(
     assert result.rc == exitcodes.OK and result.doc["fleet"]["ready"] is True, result.explain()
     summary = result.doc["fleet_run"]
     assert summary["hosts"]["h3"]["unreachable"] and not (Path(summary["results_dir"]) / "h3.jsonl").exists()
-    # The installation ran again and changed nothing: only measuring and fetching did.
+    for name in ("h0", "h1", "h2"):
+        host = summary["hosts"][name]
+        assert host["ok"] and host["burnin_rc"] == 0 and host["collectives_rc"] == 0, host
+        # What the gate judged came from that host: its own run, at the level asked for.
+        results = read_results(Path(summary["results_dir"]) / f"{name}.jsonl")
+        (run_record,) = results.runs
+        assert (run_record.node, run_record.sku, run_record.level) == (name, "cpu", "quick")
+        assert set(result.verdict(name)["metrics"]) >= CPU_METRICS
+        # Without PyTorch on the hosts the all-reduce across nodes is a skip that says why.
+        multinode = [c for c in results.checks if c.check == MULTINODE_CHECK]
+        assert [c.status for c in multinode] == ["skip"] and "PyTorch is not installed" in (
+            multinode[0].reason or ""
+        )
+    installed = hosts.ssh(hosts[1], "/opt/fleetforge/venv/bin/fleetforge --version").stdout.strip()
+    assert installed.startswith("fleetforge ")
+
+
+def test_a_host_slowed_for_real_is_the_one_rejected_naming_the_metric(
+    hosts: TestHosts, bed: dict[str, Path]
+) -> None:
+    slow = hosts.by_name("h2")
+    before = throttled_periods(slow)
+    with hosts.cpu_limit(slow, SLOW_CPU, once_running=BURNIN_COMMAND):
+        # --strict: a reject fails even though the spare covers it.
+        result, _ = run(bed, "slow", "--wheelhouse", str(bed["wheelhouse"]), "--strict")
+    assert throttled_periods(slow) > before  # the cap really bit
+    assert result.rejected() == ["h2"], result.explain()
+    assert result.rc == exitcodes.REJECTED, result.explain()
+    reasons = result.verdict("h2")["reasons"]
+    measured = [r for r in reasons if r["rule"] in ("outlier", "floor") and r["metric"] in CPU_METRICS]
+    assert measured, result.explain()
+    for r in measured:
+        assert r["metric"] in r["message"] and isinstance(r["measured"], float)
+    assert result.doc["fleet"]["ready"] is True  # three healthy hosts still field the job
+    # The installation ran again where the run before made it and changed nothing: only measuring
+    # and fetching did. h3, down then, installed now.
+    summary = result.doc["fleet_run"]
     for name in ("h0", "h1", "h2"):
         host = summary["hosts"][name]
         assert host["ok"] and host["burnin_rc"] == 0, host
         assert set(host["changed"]) <= EVERY_RUN, host["changed"]
         assert COLLECTIVES_TASK not in host["changed"]
+    assert not set(summary["hosts"]["h3"]["changed"]) <= EVERY_RUN
+
+
+@pytest.fixture(scope="module")
+def healthy(hosts: TestHosts, bed: dict[str, Path]) -> tuple[CliRun, float]:
+    why = _torch_missing()
+    if why is not None:
+        pytest.skip(why)
+    junit, accepted = bed["base"] / "gate.xml", bed["base"] / "accepted.yml"
+    with shaped(hosts, {h.name: HEALTHY for h in hosts}):
+        return run(
+            bed, "healthy", "--extra-package", TORCH, "--junit", str(junit), "--inventory-out", str(accepted)
+        )
+
+
+def test_a_healthy_fleet_is_burned_in_and_every_host_accepted(
+    hosts: TestHosts, bed: dict[str, Path], healthy: tuple[CliRun, float]
+) -> None:
+    result, _ = healthy
+    assert result.rc == exitcodes.OK, result.explain()
+    assert result.rejected() == [], result.explain()
+    fleet = result.doc["fleet"]
+    assert fleet["ready"] is True and len(fleet["job"]) == 3 and len(fleet["spare"]) == 1
+    summary = result.doc["fleet_run"]
+    assert summary["expected"] == ["h0", "h1", "h2", "h3"] and summary["problem"] is None
+    for name in summary["expected"]:
+        host = summary["hosts"][name]
+        assert host["burnin_rc"] == 0 and host["collectives_rc"] == 0 and host["ok"], host
+        (run_record,) = read_results(Path(summary["results_dir"]) / f"{name}.jsonl").runs
+        assert (run_record.node, run_record.sku, run_record.level) == (name, "cpu", "quick")
+        assert set(result.verdict(name)["metrics"]) >= CPU_METRICS
+    junit = (bed["base"] / "gate.xml").read_text()
+    assert 'failures="0"' in junit and 'errors="0"' in junit
+    accepted = yaml.safe_load((bed["base"] / "accepted.yml").read_text())
+    groups = accepted["all"]["children"]["fleetforge_accepted"]["children"]
+    assert len(groups["fleetforge_job"]["hosts"]) == 3 and len(groups["fleetforge_spare"]["hosts"]) == 1
+
+
+def test_the_whole_fleet_all_reduces_through_torchrun_before_the_rounds(
+    healthy: tuple[CliRun, float],
+) -> None:
+    result, _ = healthy
+    assert result.rc == exitcodes.OK, result.explain()
+    summary = result.doc["fleet_run"]
+    assert any(w.startswith("torch-2.13.0") for w in summary["bundle"]["deps_wheels"])
+    busbw = {}
+    for name in ("h0", "h1", "h2", "h3"):
+        assert summary["hosts"][name]["collectives_rc"] == 0, summary["hosts"][name]
+        checks = read_results(Path(summary["results_dir"]) / f"{name}.jsonl").checks
+        (record,) = [c for c in checks if c.check == MULTINODE_CHECK]
+        assert record.status == "pass" and record.backend == "torch-gloo", record
+        assert record.versions["torch"].startswith("2.13.0")
+        assert "4 nodes, 4 ranks" in record.findings[0]
+        busbw[name] = record.metrics[MULTINODE_METRIC]
+        # With PyTorch there, the intra-node all-reduce goes through gloo as well.
+        (intra,) = [c for c in checks if c.check == "collectives"]
+        assert intra.status == "pass"
+    # One collective, one answer: every node records the same (slowest rank's) bandwidth.
+    assert len(set(busbw.values())) == 1 and busbw["h0"] > 0
+    assert result.verdict("h0")["metrics"][MULTINODE_METRIC] == busbw["h0"]
+
+
+def test_a_healthy_fleet_has_every_pair_measured_and_no_host_rejected(
+    healthy: tuple[CliRun, float],
+) -> None:
+    result, wall = healthy
+    fabric = result.doc["fleet_run"]["fabric"]
+    print(f"\nhealthy: {wall:.0f} s, fabric {fabric['seconds']:.0f} s, figures {figures(result)}")
+    assert result.rejected() == [], result.explain()
+    assert fabric["status"] == "measured", fabric
+    assert len(fabric["rounds"]) == 3 and len(fabric["pairs"]) == 6
+    assert all(p["busbw_gbps"] for p in fabric["pairs"]), fabric["pairs"]
+    assert fabric["attribution"]["guilty"] == [] and fabric["attribution"]["suspect_links"] == []
+    assert all(v and v > 0 for v in figures(result).values()), result.explain()
+
+
+def test_the_host_with_a_slowed_link_alone_is_rejected_naming_its_pairs(
+    hosts: TestHosts, bed: dict[str, Path], healthy: tuple[CliRun, float]
+) -> None:
+    rates = {h.name: HEALTHY for h in hosts} | {"h2": SLOW}
+    out = rerun_out(bed, "slow-link")
+    t0 = time.monotonic()
+    with shaped(hosts, rates):
+        # Installed with PyTorch by the healthy run.
+        result = fleet_burnin(
+            bed["inventory"],
+            out,
+            *fleet_args(bed, "--limit", "h2", "--var", "burnin_install=false", "--strict"),
+        )
+    wall = time.monotonic() - t0
+    fabric = result.doc["fleet_run"]["fabric"]
+    print(f"\nslow h2: {wall:.0f} s, fabric {fabric['seconds']:.0f} s, figures {figures(result)}")
+    print("pairs:", [(p["hosts"], p["busbw_gbps"]) for p in fabric["pairs"]])
+    assert result.rejected() == ["h2"], result.explain()
+    assert result.rc == exitcodes.REJECTED, result.explain()
+    # The rounds paired all four: the rerun host with partners proven healthy.
+    assert len(fabric["rounds"]) == 3 and len(fabric["pairs"]) == 6, fabric
+    assert [g["host"] for g in fabric["attribution"]["guilty"]] == ["h2"], fabric["attribution"]
+    reasons = [r["message"] for r in result.verdict("h2")["reasons"] if r["message"].startswith("fabric: ")]
+    assert reasons, result.explain()
+    assert all(p in reasons[0] for p in ("h0", "h1", "h3")), reasons
+    got = figures(result)
+    healthy_figures = [got[h] for h in ("h0", "h1", "h3")]
+    assert max(healthy_figures) < 0.2 and got["h2"] < min(healthy_figures) / 3, got
+
+
+def test_a_host_lost_mid_stage_is_rejected_as_unreachable_and_the_others_judged_on_their_pairs(
+    hosts: TestHosts, bed: dict[str, Path], healthy: tuple[CliRun, float]
+) -> None:
+    out = rerun_out(bed, "lost")
+    argv = [
+        str(FLEETFORGE), "fleet", "burnin", "-i", str(bed["inventory"]), "--out", str(out), "--json",
+        *fleet_args(bed, "--limit", "h3", "--fabric-timeout", "60", "--var", "burnin_install=false"),
+    ]  # fmt: skip
+    artifacts = out / "ansible" / "artifacts"
+    with shaped(hosts, {h.name: HEALTHY for h in hosts}):
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            # The burn-in play, then one play per round: the third play is round 2.
+            deadline = time.monotonic() + 1500
+            while proc.poll() is None and time.monotonic() < deadline:
+                if artifacts.is_dir() and len(list(artifacts.iterdir())) >= 3:
+                    break
+                time.sleep(1)
+            assert proc.poll() is None, "the run ended before its second round"
+            time.sleep(5)  # the pairs are started
+            hosts.stop(hosts.by_name("h3"))
+            stdout, stderr = proc.communicate(timeout=1500)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    result = CliRun(proc.returncode, json.loads(stdout), stderr)
+    fabric = result.doc["fleet_run"]["fabric"]
+    print(f"\nlost h3: figures {figures(result)}, unreachable {fabric['unreachable']}")
+    print("pairs:", [(p["hosts"], p["busbw_gbps"], p["reason"]) for p in fabric["pairs"]])
+    assert result.rejected() == ["h3"], result.explain()
+    messages = [r["message"] for r in result.verdict("h3")["reasons"]]
+    assert any(m.startswith("unreachable during the fabric rounds: ") for m in messages), messages
+    failed = [p for p in fabric["pairs"] if p["busbw_gbps"] is None]
+    assert failed and all("h3" in p["hosts"] for p in failed), fabric["pairs"]
+    for h in ("h0", "h1", "h2"):
+        assert (figures(result)[h] or 0) > 0, result.explain()
+    assert result.doc["fleet"]["ready"] is True  # the spare covers h3

@@ -7,7 +7,8 @@ and mark the tests `@pytest.mark.hosts`.
 `test_hosts` starts hosts of the test's own. `host_pool` is one set of hosts for the whole session:
 the modules that need hosts take them from it with `host_pool.fresh(n)`, which hands out hosts as
 start() leaves them (any host handed out before is reset first), so a module never sees what
-another one did and the session boots its network, keys and sshds once.
+another one did and the session boots its network, keys and sshds once. A session without tests
+marked `measures` starts background hosts: they yield the CPU to another session's measuring hosts.
 """
 
 from __future__ import annotations
@@ -32,11 +33,18 @@ def require_hosts() -> None:
         pytest.skip(f"local test hosts unavailable: {exc}")
 
 
+def measures(session: pytest.Session) -> bool:
+    """Whether this session runs tests that measure on hosts (marked `measures`): its hosts then
+    take the CPU first; otherwise they are background hosts (tests/hosts/harness.py, TestHosts)."""
+    return any(item.get_closest_marker("measures") is not None for item in session.items)
+
+
 class HostPool:
     """Hosts shared by the session, started on first use and torn down at its end."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, background: bool = False) -> None:
         self.size = size
+        self.background = background
         self._hosts: TestHosts | None = None
         self._used: set[str] = set()
 
@@ -47,7 +55,7 @@ class HostPool:
             raise ValueError(f"count {count}: allowed 1..{self.size} (the pool's size)")
         require_hosts()
         if self._hosts is None:
-            self._hosts = TestHosts(self.size).start()
+            self._hosts = TestHosts(self.size, background=self.background).start()
         for host in self._hosts.hosts[:count]:
             if host.name in self._used:
                 self._hosts.reset(host)
@@ -60,8 +68,8 @@ class HostPool:
 
 
 @pytest.fixture(scope="session")
-def host_pool() -> Iterator[HostPool]:
-    pool = HostPool(POOL_SIZE)
+def host_pool(request: pytest.FixtureRequest) -> Iterator[HostPool]:
+    pool = HostPool(POOL_SIZE, background=not measures(request.session))
     try:
         yield pool
     finally:
@@ -74,13 +82,14 @@ def hosts_supported() -> None:
 
 
 @pytest.fixture
-def test_hosts() -> Iterator[Callable[..., TestHosts]]:
+def test_hosts(request: pytest.FixtureRequest) -> Iterator[Callable[..., TestHosts]]:
     """Factory: `hosts = test_hosts(2)` starts two hosts; all are torn down after the test."""
     require_hosts()
     started: list[TestHosts] = []
+    background = not measures(request.session)
 
     def make(count: int, names: Sequence[str] | None = None) -> TestHosts:
-        hosts = TestHosts(count, names=names)
+        hosts = TestHosts(count, names=names, background=background)
         started.append(hosts)
         return hosts.start()
 

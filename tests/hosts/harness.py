@@ -37,6 +37,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +77,10 @@ CPU_PERIOD_US = 100_000
 # healthy host's all-reduce came out 60 % below the others at a load average of 11), and the
 # machine's other work is slowed, not stopped, while hosts are busy.
 HOSTS_CPU_SHARES = 131_072
+# Weight of one host against the others, which all share that group: a host that measures, and a
+# background host (it configures, never measures) that yields the CPU to any host that measures.
+MEASURING_HOST_SHARES = 1024
+BACKGROUND_HOST_SHARES = 2
 INSTANCE_WIDTH = 7
 
 
@@ -123,6 +128,9 @@ class TestHosts:
 
     count: int
     names: Sequence[str] | None = None
+    # Hosts that never measure (role applies run beside the fleet runs that do): they get the CPU
+    # only what measuring hosts leave, so their package installs cannot slow a host being measured.
+    background: bool = False
     hosts: list[TestHost] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -272,15 +280,32 @@ class TestHosts:
         }
 
     @contextlib.contextmanager
-    def cpu_limit(self, host: TestHost, fraction: float) -> Iterator[None]:
-        """Cap every process of host (sshd and all it starts) at `fraction` of one CPU, for real."""
+    def cpu_limit(self, host: TestHost, fraction: float, once_running: str | None = None) -> Iterator[None]:
+        """Cap every process of host (sshd and all it starts) at `fraction` of one CPU, for real.
+
+        With once_running, the cap starts when a process of host whose command line contains that
+        text starts, and stays on: a node that slows down under load. It installs software at full
+        speed, which a host capped from the start does ten times slower for nothing the tests judge.
+        """
         if not 0 < fraction <= 64:
             raise ValueError(f"fraction {fraction}: allowed 0 < fraction <= 64 (CPUs)")
+        quota = str(max(1000, int(CPU_PERIOD_US * fraction)))
         (host.cgroup / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
-        (host.cgroup / "cpu.cfs_quota_us").write_text(str(max(1000, int(CPU_PERIOD_US * fraction))))
+        stop = threading.Event()
+        watcher = None
+        if once_running is None:
+            (host.cgroup / "cpu.cfs_quota_us").write_text(quota)
+        else:
+            watcher = threading.Thread(
+                target=_cap_once_running, args=(host.cgroup, quota, once_running.encode(), stop), daemon=True
+            )
+            watcher.start()
         try:
             yield
         finally:
+            stop.set()
+            if watcher is not None:
+                watcher.join()
             if host.cgroup.exists():
                 (host.cgroup / "cpu.cfs_quota_us").write_text("-1")
 
@@ -413,6 +438,8 @@ class TestHosts:
             kh.write(f"{address} {pub[0]} {pub[1]}\n")
         self._fill_root(host, tarball)
         host.cgroup.mkdir()
+        shares = BACKGROUND_HOST_SHARES if self.background else MEASURING_HOST_SHARES
+        (host.cgroup / "cpu.shares").write_text(str(shares))
         _ip("netns", "add", host.netns)
         _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
         _ip("link", "set", f"{host.veth}p", "netns", host.netns)
@@ -606,6 +633,23 @@ def _teardown(instance: str) -> None:
         subprocess.run(["rm", "-rf", "--one-file-system", str(roots)], capture_output=True)
     if state.exists():
         subprocess.run(["rm", "-rf", "--one-file-system", str(state)], capture_output=True)
+
+
+def _cap_once_running(cgroup: Path, quota: str, marker: bytes, stop: threading.Event) -> None:
+    """Write quota to cgroup's CPU quota once one of its processes' command line holds marker."""
+    while not stop.wait(0.05):
+        try:
+            pids = (cgroup / "cgroup.procs").read_text().split()
+        except OSError:
+            return
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue  # ended meanwhile
+            if marker in cmdline:
+                (cgroup / "cpu.cfs_quota_us").write_text(quota)
+                return
 
 
 def _kill_cgroup(cg: Path, remove: bool = True) -> None:

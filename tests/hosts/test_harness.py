@@ -135,6 +135,11 @@ def test_the_session_pool_hands_out_fresh_hosts_and_cleans_up(hosts_supported: N
 def test_hosts_outweigh_other_processes_for_the_cpu(test_hosts: Callable[..., TestHosts]) -> None:
     test_hosts(1)
     assert int((harness.CGROUP_DIR / "cpu.shares").read_text()) == harness.HOSTS_CPU_SHARES >= 8 * 1024
+    # Among hosts, background ones yield to those that measure.
+    with TestHosts(1, background=True) as quiet, TestHosts(1) as loud:
+        assert int((quiet[0].cgroup / "cpu.shares").read_text()) == harness.BACKGROUND_HOST_SHARES
+        assert int((loud[0].cgroup / "cpu.shares").read_text()) == harness.MEASURING_HOST_SHARES
+        assert harness.MEASURING_HOST_SHARES >= 256 * harness.BACKGROUND_HOST_SHARES
 
 
 def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]) -> None:
@@ -152,6 +157,19 @@ def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]
     with hosts.cpu_limit(h0, 0.2):
         assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "20000"
         hosts.ssh(h0, busy)  # a child of a child of sshd: throttled through inheritance
+        assert throttled() > before
+    assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    # Capped once a process naming the marker runs, and from then on.
+    marked = busy.replace("pass'", "pass' slow-from-here")
+    with hosts.cpu_limit(h0, 0.2, once_running="slow-from-here"):
+        before = throttled()
+        hosts.ssh(h0, busy)
+        assert throttled() == before
+        assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
+        hosts.ssh(h0, marked)
+        assert throttled() > before
+        before = throttled()
+        hosts.ssh(h0, busy)
         assert throttled() > before
     assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
     with pytest.raises(ValueError, match="fraction"):
