@@ -35,10 +35,11 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, instant, read_results, utc_now
 from validation.burnin.probes.allreduce_cpu import bus_factor
+from validation.burnin.procutil import UsageExitParser
 
 CHECK = "multinode_collectives"
 METRIC = "multinode_allreduce_busbw_gbps"
@@ -51,19 +52,10 @@ LEVEL_DEFAULTS: dict[str, tuple[int, int, int]] = {
 }
 EXIT = {"pass": 0, "skip": 0, "fail": 1, "error": 2}
 NO_RESULTS = 3
-USAGE = 64
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # argparse's own exit 2 would read as "the check errored" to the role; a usage error is 64.
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(USAGE)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m validation.burnin.multinode", description=__doc__.split("\n")[0])
+    p = UsageExitParser(prog="python -m validation.burnin.multinode", description=__doc__.split("\n")[0])
     p.add_argument("--results", type=Path, required=True, help="this node's <node>.jsonl")
     p.add_argument("--self", dest="me", default="", help="this node's inventory name")
     p.add_argument("--members", default="", help="comma-separated inventory names of the nodes that join")

@@ -59,17 +59,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from fleet.catalog import UnknownSkuError, get_sku
 from fleet.metrics import FABRIC_IB_CHECK, FABRIC_IB_METRIC
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results, utc_now
 from validation.burnin.parsers.perftest import bw_average_gbitps
+from validation.burnin.procutil import USAGE, UsageExitParser
 
 BINARY = "ib_write_bw"
 EXIT = {"pass": 0, "skip": 0, "error": 2}
 NO_RESULTS = 3
-USAGE = 64
 # The client's run of one HCA pair may take this long beyond its -D seconds: perftest's own
 # connection set-up and warm-up, then the report exchange.
 PER_HCA_SLACK_S = 20.0
@@ -83,16 +83,8 @@ SERVER_GRACE_S = 10.0
 LINK_LAYER = {"infiniband": "InfiniBand", "gpudirect-rdma": "Ethernet"}
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # argparse's own exit 2 would read as "the measurement failed" to the role; usage is 64.
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(USAGE)
-
-
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m validation.burnin.pairbw", description=__doc__.split("\n")[0])
+    p = UsageExitParser(prog="python -m validation.burnin.pairbw", description=__doc__.split("\n")[0])
     p.add_argument("--probe", action="store_true", help="print what this host can measure with, as JSON")
     p.add_argument("--role", choices=("server", "client"), help="this host's side of the pair")
     p.add_argument("--results", type=Path, required=True, help="the <node>.jsonl to append the record to")

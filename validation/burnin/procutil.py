@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import ctypes
 import math
 import os
 import signal
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 _PR_SET_PDEATHSIG = 1
+USAGE = 64  # EX_USAGE
 BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
@@ -65,3 +69,13 @@ def pin_blas_threads(environ: dict[str, str] | None = None) -> int:
 def blas_threads() -> int:
     value = os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or ""
     return int(value) if value.isdigit() else usable_cpus()
+
+
+class UsageExitParser(argparse.ArgumentParser):
+    """An argument parser that exits 64 on a usage error: argparse's own exit 2 would read as "the
+    measurement could not be made" to the role, which takes 2 from the tools it starts."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(USAGE)

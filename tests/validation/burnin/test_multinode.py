@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fleet.results import ResultsWriter, RunRecord, read_results
-from validation.burnin import multinode
+from validation.burnin import multinode, procutil
 
 RUN = {
     "run_id": "h0-r1",
@@ -173,4 +173,4 @@ def test_no_results_file_and_bad_arguments_have_their_own_exit_codes(tmp_path: P
     assert multinode.main(args(tmp_path / "missing.jsonl")) == multinode.NO_RESULTS
     with pytest.raises(SystemExit) as exc:
         multinode.main(["--results"])
-    assert exc.value.code == multinode.USAGE
+    assert exc.value.code == procutil.USAGE == 64
