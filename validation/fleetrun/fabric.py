@@ -254,6 +254,19 @@ class AnsibleRounds:
         return out
 
 
+def _attribution_notes(attribution: Attribution | None, label: str) -> list[str]:
+    """Suspect links and inconclusive hosts: what the report says beside the rejects."""
+    if attribution is None:
+        return []
+    notes = [
+        f"{label}: suspect link {link.pair.a}-{link.pair.b} (bad only together, neither host rejected "
+        f"for it): " + "; ".join(e.describe() for e in link.evidence)
+        for link in attribution.suspect_links
+    ]
+    notes += [f"{label}: {f.host} inconclusive: {f.reason}" for f in attribution.inconclusive]
+    return notes
+
+
 @dataclass
 class FabricStage:
     """The stage as it ran: what it measured, what attribution made of it, what the gate gets."""
@@ -307,17 +320,7 @@ class FabricStage:
 
     def ib_notes(self) -> list[str]:
         """What the ib_write_bw pairs add to the report beside their rejects."""
-        notes: list[str] = []
-        a = self.ib_attribution
-        if a is not None:
-            for link in a.suspect_links:
-                shown = "; ".join(e.describe() for e in link.evidence)
-                notes.append(
-                    f"fabric ib_write_bw: suspect link {link.pair.a}-{link.pair.b} (bad only together, "
-                    f"neither host rejected for it): {shown}"
-                )
-            for finding in a.inconclusive:
-                notes.append(f"fabric ib_write_bw: {finding.host} inconclusive: {finding.reason}")
+        notes = _attribution_notes(self.ib_attribution, "fabric ib_write_bw")
         if self.ib_skipped:
             # One line per distinct reason, a few pairs named: a fleet without perftest says it once.
             by_reason: dict[str, list[str]] = {}
@@ -332,17 +335,7 @@ class FabricStage:
         """What the gate's report says beside the rejects: suspect links and inconclusive hosts."""
         if self.status != "measured":
             return [f"fabric rounds not measured: {self.reason}"] if self.reason else []
-        notes: list[str] = []
-        a = self.attribution
-        if a is not None:
-            for link in a.suspect_links:
-                shown = "; ".join(e.describe() for e in link.evidence)
-                notes.append(
-                    f"fabric: suspect link {link.pair.a}-{link.pair.b} (bad only together, neither host "
-                    f"rejected for it): {shown}"
-                )
-            for finding in a.inconclusive:
-                notes.append(f"fabric: {finding.host} inconclusive: {finding.reason}")
+        notes = _attribution_notes(self.attribution, "fabric")
         return notes + self.ib_notes() + [f"fabric: {n}" for n in self.notes]
 
     def write_host_records(self, results_dir: Path) -> list[str]:
