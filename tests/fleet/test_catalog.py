@@ -187,6 +187,18 @@ def test_aws_skus_carry_the_published_multinode_all_reduce_floor(name: str) -> N
         assert "awsome-distributed-training" in ref.source and "5-nccl-allreduce.sh" in ref.source
 
 
+# The same script's NVLink-only test: one node's all-reduce over NVLink/NVSwitch alone (GB/s). The
+# intra-node figure is the board's, never the fabric's multi-node one above.
+AWS_NVLINK_ONLY = {"p4d.24xlarge": 200, "p6-b200.48xlarge": 600}
+
+
+@pytest.mark.parametrize("name", sorted(AWS_NVLINK_ONLY))
+def test_the_intra_node_all_reduce_reference_is_the_nvlink_only_figure(name: str) -> None:
+    ref = get_sku(name).reference["allreduce_busbw_gbps"]
+    assert (ref.value, ref.kind) == (AWS_NVLINK_ONLY[name], "threshold")
+    assert "NVLink-only" in ref.source and "5-nccl-allreduce.sh" in ref.source
+
+
 def test_fabric_floors_are_never_borrowed_across_clouds() -> None:
     # Google's figures are all_gather, Azure's single-node: no GPU SKU outside AWS has a fabric floor.
     for sku in SKUS:
