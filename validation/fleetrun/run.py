@@ -45,6 +45,7 @@ from validation.fleetrun.events import (
 )
 from validation.fleetrun.fabric import NO_TORCH, AnsibleRounds, FabricStage, hosts_without_torch, run_stage
 from validation.fleetrun.hosts import MissingAnsibleError, ansible_tool, list_hosts
+from validation.fleetrun.rerun import FleetCollective, measure_fleet_collective
 from validation.gate import Reason
 
 # Time for everything but the burn-in and the all-reduce: facts, installation, copies, fetches.
@@ -112,6 +113,8 @@ class FleetRun:
     artifacts: Path
     timings: dict[str, float]
     limited_to: tuple[str, ...] = ()  # the hosts this run burned in, when it reran a subset
+    # The whole fleet's all-reduce after a rerun of some hosts (validation/fleetrun/rerun.py).
+    fleet_collective: FleetCollective | None = None
     fabric: FabricStage | None = None  # None: the stage was off (--no-fabric)
 
     def reasons(self) -> dict[str, list[Reason]]:
@@ -147,6 +150,7 @@ class FleetRun:
             },
             "timings_s": {k: round(v, 3) for k, v in self.timings.items()},
             "limited_to": list(self.limited_to),
+            "fleet_collective": None if self.fleet_collective is None else self.fleet_collective.as_dict(),
             "fabric": None if self.fabric is None else self.fabric.as_dict(),
             "hosts": {h: r.as_dict() for h, r in self.hosts.items()},
         }
@@ -202,6 +206,15 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     hosts = host_runs(events, runner.stats, ran)
     problem = _run_problem(runner, events, run_time_limit(opts))
     fetched = sorted(results.glob("*.jsonl"))
+    fleet_collective = None
+    kept = [h for h in expected if h not in ran] if opts.limit else []
+    if kept and opts.collectives:
+        t_collective = time.perf_counter()
+        fleet_collective = _fleet_collective(
+            ansible_runner, opts, playbook, roles, binary, extravars, private, ran, kept, hosts, events,
+            fetched, problem, results, say,
+        )  # fmt: skip
+        collective_s = time.perf_counter() - t_collective
     fabric = None
     if opts.fabric:
         t_fabric = time.perf_counter()
@@ -237,10 +250,12 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
             "bundle": bundle_s,
             "playbook": play_s,
             "burnin": phase_seconds(events, BURNIN_TASK),
+            **({"fleet_collective": collective_s} if fleet_collective is not None else {}),
             **({"fabric": fabric_s} if fabric is not None else {}),
             "total": time.perf_counter() - t0,
         },
         limited_to=tuple(ran) if opts.limit else (),
+        fleet_collective=fleet_collective,
         fabric=fabric,
     )
     write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
@@ -335,6 +350,68 @@ def _seconds(value: object, default: int) -> int:
         return max(0, int(str(value)))
     except ValueError:
         return default
+
+
+def _fleet_collective(
+    ansible_runner: Any,
+    opts: FleetRunOptions,
+    burnin_playbook: Path,
+    roles: Path,
+    binary: Path,
+    extravars: Mapping[str, object],
+    private: Path,
+    ran: Sequence[str],
+    kept: Sequence[str],
+    hosts: Mapping[str, HostRun],
+    events: Sequence[Mapping[str, Any]],
+    fetched: Sequence[Path],
+    problem: str | None,
+    results: Path,
+    say: Callable[[str], None],
+) -> FleetCollective:
+    ready, _ = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
+    # The fabric round's play with one group; its payload, iterations and limit are the all-reduce's.
+    group_extravars = {
+        **extravars,
+        "burnin_fabric_bytes": extravars.get("burnin_collectives_bytes", 0),
+        "burnin_fabric_iters": 0,
+        "burnin_fabric_timeout_s": int(opts.collectives_timeout_s),
+        "burnin_fabric_ib": False,
+    }
+
+    def play(group_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
+        say(f"all-reduce across the fleet after the rerun: {len(limit)} host(s)")
+        try:
+            runner = _run_playbook(
+                ansible_runner,
+                opts,
+                burnin_playbook.parent / FABRIC_PLAYBOOK,
+                roles,
+                binary,
+                {**group_extravars, **group_vars},
+                private,
+                say,
+                limit=limit,
+                timeout=int(opts.collectives_timeout_s) + 240,
+            )
+        except ansible_runner.exceptions.AnsibleRunnerException as exc:
+            say(f"all-reduce across the fleet: ansible-runner could not start the play: {exc}")
+            return []
+        return list(runner.events)
+
+    collective = measure_fleet_collective(
+        play,
+        ready,
+        ran,
+        results,
+        port=int(opts.collectives_port),
+        rdzv_id=str(extravars.get("burnin_collectives_id") or "fleetforge") + "-fleet",
+    )
+    if collective.status != "measured":
+        say(f"all-reduce across the fleet after the rerun: not measured: {collective.reason}")
+    for host, why in collective.failed.items():
+        say(f"{host}: {why}")
+    return collective
 
 
 def _fabric_stage(

@@ -1,0 +1,140 @@
+"""The all-reduce across the whole fleet when a run burns in only some hosts again (`--limit`).
+
+The burn-in play of such a run reaches only the hosts it burns in, so the role's all-reduce across
+nodes spans those alone: one host records a skip ("nothing to measure across"), two or more a
+figure for a part of the fleet. Either, as the host's latest record, leaves it without the figure
+the hosts kept from the earlier run hold, and the gate rejects it as missing: a replacement could
+never join a fleet with PyTorch. So after the play the controller measures that all-reduce again
+over every host ready for it, kept and rerun together, through one play of the fabric round with
+all of them in a single group (roles/burnin/tasks/fabric_round.yml), and appends to each host's
+results the record its node wrote, as the latest of the check. A host the all-reduce did not
+answer for (unreachable, a failed task, a record naming another node) gets an error record
+instead: it is rejected with the reason, never judged on its earlier figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fleet.metrics import MULTINODE_CHECK
+from fleet.results import CheckRecord, ResultsWriter, parsed_instant, read_results
+from validation.fleetrun.fabric import read_round
+from validation.gate import natural_key
+
+# One play over the given hosts with these role variables; its ansible-runner events.
+PlayGroup = Callable[[Mapping[str, object], Sequence[str]], Sequence[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class FleetCollective:
+    """The whole fleet's all-reduce on a rerun: who took part and what each host's results got."""
+
+    hosts: tuple[str, ...]
+    status: str  # measured | skipped
+    reason: str | None = None
+    written: tuple[str, ...] = ()  # hosts that got their node's record
+    failed: dict[str, str] = field(default_factory=dict)  # host -> why it got an error record instead
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "hosts": list(self.hosts),
+            "status": self.status,
+            "reason": self.reason,
+            "written": list(self.written),
+            "failed": dict(self.failed),
+        }
+
+
+def group_vars(hosts: Sequence[str], *, port: int, rdzv_id: str) -> dict[str, dict[str, object]]:
+    """`burnin_fabric_round` for one group of every host: all in one rendezvous on the first."""
+    spec: dict[str, object] = {
+        "members": ",".join(hosts),
+        "endpoint_host": hosts[0],
+        "port": port,
+        "rdzv_id": rdzv_id,
+    }
+    return {h: dict(spec) for h in hosts}
+
+
+def measure_fleet_collective(
+    play: PlayGroup,
+    ready: Sequence[str],
+    rerun: Sequence[str],
+    results_dir: Path,
+    *,
+    port: int,
+    rdzv_id: str,
+) -> FleetCollective:
+    """Run the all-reduce over `ready` (kept and rerun hosts) when a rerun host is among them, and
+    append every host's record to its results. A kept host joins only if it took part in the
+    earlier run's all-reduce (a host without PyTorch would leave the others waiting)."""
+    joining = [h for h in ready if h in rerun or _joined_before(results_dir / f"{h}.jsonl")]
+    hosts = tuple(sorted(joining, key=natural_key))
+    if not any(h in rerun for h in hosts):
+        return FleetCollective(hosts, "skipped", "no host burned in again is ready for the all-reduce")
+    if len(hosts) < 2:
+        return FleetCollective(hosts, "skipped", "fewer than 2 hosts ready: nothing to measure across")
+    seen = read_round(play({"burnin_fabric_round": group_vars(hosts, port=port, rdzv_id=rdzv_id)}, hosts))
+    written: list[str] = []
+    failed: dict[str, str] = {}
+    for host in hosts:
+        path = results_dir / f"{host}.jsonl"
+        runs = read_results(path).runs if path.is_file() else []
+        if not runs:
+            failed[host] = "its results file holds no run to add the all-reduce to"
+            continue
+        run = runs[-1]
+        record = seen.records.get(host)
+        why = seen.problems.get(host)
+        if why is None and record is None:
+            why = f"{host}: no record of the all-reduce came back"
+        elif why is None and record is not None and record.node != run.node:
+            why = f"{host}: the all-reduce's record names node {record.node}, not {run.node}"
+        if why is not None:
+            reason = f"the all-reduce across the fleet after the rerun: {why}"[:500]
+            record = CheckRecord(
+                run_id=run.run_id,
+                node=run.node,
+                sku=run.sku,
+                level=run.level,
+                started=_after(path),
+                check=MULTINODE_CHECK,
+                status="error",
+                reason=reason,
+                error=reason,
+                duration_s=0.0,
+            )
+            failed[host] = reason
+        else:
+            assert record is not None
+            # The node's file may hold a later run than the one judged here (it was burned in since,
+            # into another --out); the figure is this host's now, so it joins the run judged.
+            record = record.model_copy(update={"run_id": run.run_id, "sku": run.sku, "level": run.level})
+            written.append(host)
+        with ResultsWriter(path) as writer:
+            writer.append(record)
+    return FleetCollective(hosts, "measured", None, tuple(written), failed)
+
+
+def _joined_before(path: Path) -> bool:
+    """Whether the host's results end with a measured all-reduce across nodes."""
+    if not path.is_file():
+        return False
+    records = [c for c in read_results(path).checks if c.check == MULTINODE_CHECK]
+    return bool(records) and records[-1].status == "pass"
+
+
+def _after(path: Path) -> str:
+    """Now, or just after the file's latest record where the node's clock runs ahead of this one's:
+    the gate counts a check's latest record, and this one must be it."""
+    results = read_results(path)
+    stamps = [parsed_instant(r.started) for r in (*results.runs, *results.checks)]
+    latest = max((s for s in stamps if s is not None), default=None)
+    now = datetime.now(UTC)
+    if latest is not None and latest >= now:
+        now = latest + timedelta(milliseconds=1)
+    return now.isoformat(timespec="milliseconds")
