@@ -77,10 +77,12 @@ CPU_PERIOD_US = 100_000
 # healthy host's all-reduce came out 60 % below the others at a load average of 11), and the
 # machine's other work is slowed, not stopped, while hosts are busy.
 HOSTS_CPU_SHARES = 131_072
-# Weight of one host against the others, which all share that group: a host that measures, and a
-# background host (it configures, never measures) that yields the CPU to any host that measures.
-MEASURING_HOST_SHARES = 1024
-BACKGROUND_HOST_SHARES = 2
+# Background hosts (they configure, never measure: role applies beside the fleet runs) live in a
+# group of their own at twice one process's weight: they neither take the CPU from measuring hosts
+# nor starve the rest of the suite as the measuring hosts' weight would.
+CGROUP_BACKGROUND_DIR = CGROUP_CPU / "fleetforge-testhosts-background"
+BACKGROUND_CPU_SHARES = 2048
+CGROUP_DIRS = (CGROUP_DIR, CGROUP_BACKGROUND_DIR)
 INSTANCE_WIDTH = 7
 
 
@@ -128,8 +130,8 @@ class TestHosts:
 
     count: int
     names: Sequence[str] | None = None
-    # Hosts that never measure (role applies run beside the fleet runs that do): they get the CPU
-    # only what measuring hosts leave, so their package installs cannot slow a host being measured.
+    # Hosts that never measure (role applies run beside the fleet runs that do): in a group of their
+    # own (CGROUP_BACKGROUND_DIR), so their package installs cannot slow a host being measured.
     background: bool = False
     hosts: list[TestHost] = field(default_factory=list)
 
@@ -182,11 +184,15 @@ class TestHosts:
             self.state.mkdir(parents=True)
             self._save_owner()
             self.roots.mkdir(parents=True)
-            CGROUP_DIR.mkdir(exist_ok=True)
             # The hosts' CPU weight against everything else on this machine: a healthy host gets
             # the CPU it asks for even while other processes keep every core busy, so what it
             # measures does not depend on the load around it. A cpu_limit quota still caps a host.
-            (CGROUP_DIR / "cpu.shares").write_text(str(HOSTS_CPU_SHARES))
+            for group, shares in (
+                (CGROUP_DIR, HOSTS_CPU_SHARES),
+                (CGROUP_BACKGROUND_DIR, BACKGROUND_CPU_SHARES),
+            ):
+                group.mkdir(exist_ok=True)
+                (group / "cpu.shares").write_text(str(shares))
             self._make_network()
             self._make_client_key()
             names = list(self.names or [f"h{i}" for i in range(self.count)])
@@ -424,7 +430,7 @@ class TestHosts:
             root=root,
             netns=f"{PREFIX}{self.instance}-{name}",
             veth=f"{PREFIX}{self.instance}h{i}",
-            cgroup=CGROUP_DIR / f"{self.instance}-{name}",
+            cgroup=(CGROUP_BACKGROUND_DIR if self.background else CGROUP_DIR) / f"{self.instance}-{name}",
             known_hosts=self.known_hosts,
             log=self.state / f"{name}.sshd.log",
         )
@@ -438,8 +444,6 @@ class TestHosts:
             kh.write(f"{address} {pub[0]} {pub[1]}\n")
         self._fill_root(host, tarball)
         host.cgroup.mkdir()
-        shares = BACKGROUND_HOST_SHARES if self.background else MEASURING_HOST_SHARES
-        (host.cgroup / "cpu.shares").write_text(str(shares))
         _ip("netns", "add", host.netns)
         _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
         _ip("link", "set", f"{host.veth}p", "netns", host.netns)
@@ -597,8 +601,8 @@ def sweep_stale() -> list[str]:
         inst = _instance_of(link)
         if inst and inst not in live:
             subprocess.run(["ip", "link", "del", link], capture_output=True)
-    if CGROUP_DIR.exists():
-        for cg in CGROUP_DIR.iterdir():
+    for group in CGROUP_DIRS:
+        for cg in group.iterdir() if group.exists() else []:
             if cg.is_dir() and cg.name[:INSTANCE_WIDTH] not in live:
                 _kill_cgroup(cg)
     return swept
@@ -615,8 +619,9 @@ def _teardown(instance: str) -> None:
     records: list[dict[str, str]] = []
     if (state / "hosts.jsonl").exists():
         records = [json.loads(line) for line in (state / "hosts.jsonl").read_text().splitlines() if line]
-    for cg in sorted(CGROUP_DIR.glob(f"{instance}-*")) if CGROUP_DIR.exists() else []:
-        _kill_cgroup(cg)
+    for group in CGROUP_DIRS:
+        for cg in sorted(group.glob(f"{instance}-*")) if group.exists() else []:
+            _kill_cgroup(cg)
     roots = ROOTS_DIR / instance
     _unmount_under(roots)
     for rec in records:
