@@ -11,11 +11,11 @@ The groups are what site.yml applies roles by, and they follow from the SKU and 
 
 GPU nodes get their fabric's NCCL environment from the catalog (fleet/catalog/skus.yaml `fabrics`):
 `nccl_fabric`, `nccl_environment` and the vendor's profile script for roles/nccl (which writes
-/etc/nccl.conf), and `burnin_environment` for the fleet burn-in's collectives and fabric rounds
-(roles/burnin), so a cloud fleet's burn-in runs over its own transport without hand-editing. Values
-that depend on the node (interface names) are not in the catalog: the profile script on the node
-sets them, or the operator does (`--var burnin_environment=...` replaces the whole mapping, so it
-must repeat the catalog's variables it keeps).
+/etc/nccl.conf), and `burnin_fabric_environment` for the fleet burn-in's collectives and fabric
+rounds (roles/burnin), so a cloud fleet's burn-in runs over its own transport without hand-editing.
+Values that depend on the node (interface names) are not in the catalog: the profile script on the
+node sets them, or the operator does (`--var burnin_environment=...`, which the role lays over the
+fabric's mapping).
 
 Every group is written even when empty, so site.yml's plays match a group rather than warn.
 An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet is one scale-out
@@ -439,7 +439,7 @@ def nccl_vars(sku: Sku) -> dict[str, Any]:
     out: dict[str, Any] = {
         "nccl_fabric": env.nccl_fabric,
         "nccl_environment": env.nccl_conf(),
-        "burnin_environment": env.process_environment(),
+        "burnin_fabric_environment": env.process_environment(),
     }
     if env.profile:
         out["nccl_profile"] = env.profile

@@ -102,7 +102,7 @@ NcclFabric = Literal["infiniband", "roce", "efa", "gpudirect-tcpx", "gpudirect-t
 # Variables NCCL and its net plugins read: the only ones /etc/nccl.conf may carry (NCCL sets each
 # key of the file in its own environment at start; libfabric reads FI_* after that, when the
 # plugin opens it). LD_LIBRARY_PATH is read by the loader before main(), so it travels only in the
-# process environment (the burn-in's `burnin_environment`).
+# process environment (the burn-in's `burnin_fabric_environment`).
 NCCL_CONF_PREFIXES = ("NCCL_", "FI_")
 _ENV_NAME = r"^[A-Z][A-Z0-9_]*$"
 

@@ -93,7 +93,7 @@ def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
     assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
     assert hv["nccl_fabric"] == "infiniband"
     ib = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_QPS_PER_CONNECTION": "4"}
-    assert hv["nccl_environment"] == ib and hv["burnin_environment"] == ib
+    assert hv["nccl_environment"] == ib and hv["burnin_fabric_environment"] == ib
     # The spec's exact pins reach the roles exactly (validation.pinned_versions.driver 570.133.20),
     # so the roles install the version the gate will demand, not the newest of the branch.
     assert hv["nvidia_driver_branch"] == "570" and hv["nvidia_driver_version"] == "570.133.20"
@@ -130,7 +130,7 @@ def test_stdout_equals_file_and_cpu_fleet_has_no_gpu_or_ib_nodes(
     assert (c1["ansible_port"], c1["ansible_user"]) == (2222, "ops")
     assert c1["beegfs_client_mgmtd_host"] == "mgmt.lab" and c1["beegfs_client_mount_point"] == "/beegfs"
     assert "gpu_facts_expected_nvidia_gpus" not in c1
-    assert "burnin_environment" not in c1 and "nccl_fabric" not in c1  # gloo: nothing for NCCL
+    assert "burnin_fabric_environment" not in c1 and "nccl_fabric" not in c1  # gloo: nothing for NCCL
 
 
 def test_nvmeof_targets_from_the_spec_reach_the_role(
@@ -187,7 +187,7 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
     assert doc["compose"]["gpu_facts_expected_nvidia_gpus"] == "8"
     assert doc["compose"]["nccl_fabric"] == "'efa'"
     efa = "{'FI_PROVIDER': 'efa', 'FI_EFA_USE_DEVICE_RDMA': '1', 'NCCL_NET_GDR_LEVEL': '2'}"
-    assert doc["compose"]["burnin_environment"] == efa and doc["compose"]["nccl_environment"] == efa
+    assert doc["compose"]["burnin_fabric_environment"] == efa and doc["compose"]["nccl_environment"] == efa
     assert doc["compose"]["lustre_client_mgs_nids"] == "['fs-0abc.fsx.us-east-2.amazonaws.com@tcp']"
     assert doc["compose"]["lustre_client_fsname"] == "'x7yz'"
     # Every key we write is an option the installed plugin documents.
@@ -509,7 +509,7 @@ def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_
     # GPUDirect-TCPXO through the real plugin: its plugin's library first on the loader's path, the
     # fabric-wide variable, and the vendor's profile script for what is the node's own.
     assert hostvars["nccl_fabric"] == "gpudirect-tcpxo"
-    assert hostvars["burnin_environment"] == {
+    assert hostvars["burnin_fabric_environment"] == {
         "NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY": "/dev/aperture_devices",
         "LD_LIBRARY_PATH": "/var/lib/tcpxo/lib64",
     }
@@ -904,7 +904,7 @@ def test_exact_pins_reach_the_roles_exactly(pinned: dict[str, str], expected: di
 
 # ------------------------------------------------------------------ the fabric's NCCL environment
 
-# Per SKU: (nccl_fabric, variables burnin_environment must hold, the profile script or None).
+# Per SKU: (nccl_fabric, variables burnin_fabric_environment must hold, the profile script or None).
 FABRIC_EXPECTED: dict[str, tuple[str, dict[str, str], str | None]] = {
     "p4d.24xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
     "p5.48xlarge": ("efa", {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1"}, None),
@@ -956,12 +956,12 @@ def test_the_skus_fabric_environment_reaches_nccl_and_the_burn_in(name: str) -> 
     fabric, expected_env, profile = FABRIC_EXPECTED[name]
     gpu = group_vars_for(get_sku(name), None)["gpu_nodes"]
     assert gpu["nccl_fabric"] == fabric
-    assert expected_env.items() <= gpu["burnin_environment"].items()
+    assert expected_env.items() <= gpu["burnin_fabric_environment"].items()
     assert gpu.get("nccl_profile") == profile
     # /etc/nccl.conf gets the NCCL_*/FI_* part; the loader's path only the process environment.
     assert "LD_LIBRARY_PATH" not in gpu["nccl_environment"]
-    assert gpu["nccl_environment"].items() <= gpu["burnin_environment"].items()
-    assert not [k for k in gpu["burnin_environment"] if NODE_SPECIFIC.search(k)]
+    assert gpu["nccl_environment"].items() <= gpu["burnin_fabric_environment"].items()
+    assert not [k for k in gpu["burnin_fabric_environment"] if NODE_SPECIFIC.search(k)]
 
 
 def test_tcpx_and_tcpxo_no_longer_fall_back_to_plain_tcp() -> None:
@@ -980,7 +980,7 @@ def test_skus_without_nccl_get_no_nccl_variables() -> None:
     assert nccl_vars(get_sku("cpu")) == {
         "nccl_fabric": "tcp",
         "nccl_environment": {},
-        "burnin_environment": {},
+        "burnin_fabric_environment": {},
     }
 
 

@@ -94,3 +94,35 @@ def test_playbook_syntax() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _render(expression: str, variables: dict[str, Any]) -> Any:
+    """A role expression as Ansible templates it (the real Templar)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expression))
+
+
+def test_the_operators_environment_is_laid_over_the_fabrics_never_replacing_it() -> None:
+    fabric = {"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_NET_GDR_LEVEL": "2"}
+    operator = {"NCCL_SOCKET_IFNAME": "eth1", "NCCL_NET_GDR_LEVEL": "5"}
+    variables = {
+        "burnin_fabric_environment": fabric,
+        "burnin_environment": operator,
+        "burnin_blas_threads": 1,
+    }
+    burn_in = _task("Put the burn-in command and its environment together")["ansible.builtin.set_fact"]
+    env = _render(burn_in["burnin_env"], variables)
+    assert env["FI_PROVIDER"] == "efa" and env["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert env["NCCL_NET_GDR_LEVEL"] == "5" and env["OPENBLAS_NUM_THREADS"] == "1"
+    # The fabric rounds' all-reduce and ib_write_bw run with the same mapping.
+    rounds = _yaml(ROLE / "tasks/fabric_round.yml")
+    pair_steps = [t for block in rounds for t in block.get("block", [block]) if "environment" in t]
+    assert [t["name"] for t in pair_steps] == [
+        "Start the all-reduce of the pair",
+        "Look for ib_write_bw and the fabric's RDMA devices",
+        "Start ib_write_bw of the pair",
+    ]
+    for task in pair_steps:
+        assert _render(task["environment"], variables) == {**fabric, **operator}, task["name"]
