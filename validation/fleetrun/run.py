@@ -206,34 +206,18 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     hosts = host_runs(events, runner.stats, ran)
     problem = _run_problem(runner, events, run_time_limit(opts))
     fetched = sorted(results.glob("*.jsonl"))
-    fleet_collective = None
+    plays = _Plays(ansible_runner, opts, playbook.parent, roles, binary, extravars, private, say)
     kept = [h for h in expected if h not in ran] if opts.limit else []
+    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
+    fleet_collective = None
     if kept and opts.collectives:
         t_collective = time.perf_counter()
-        fleet_collective = _fleet_collective(
-            ansible_runner, opts, playbook, roles, binary, extravars, private, ran, kept, hosts, events,
-            fetched, problem, results, say,
-        )  # fmt: skip
+        fleet_collective = _fleet_collective(plays, ready, ran, results)
         collective_s = time.perf_counter() - t_collective
     fabric = None
     if opts.fabric:
         t_fabric = time.perf_counter()
-        fabric = _fabric_stage(
-            ansible_runner,
-            opts,
-            playbook,
-            roles,
-            binary,
-            extravars,
-            private,
-            expected,
-            ran,
-            hosts,
-            events,
-            fetched,
-            problem,
-            say,
-        )
+        fabric = _fabric_stage(plays, ready, left_out)
         fabric.write_host_records(results)
         fabric_s = time.perf_counter() - t_fabric
     run = FleetRun(
@@ -352,60 +336,66 @@ def _seconds(value: object, default: int) -> int:
         return default
 
 
+@dataclass(frozen=True)
+class _Plays:
+    """What every play of one fleet run shares; `run` plays one more (a fabric round, the fleet's
+    all-reduce after a rerun) and returns its events, none when ansible-runner cannot start it."""
+
+    ansible_runner: Any
+    opts: FleetRunOptions
+    playbooks: Path
+    roles: Path
+    binary: Path
+    extravars: Mapping[str, object]
+    private: Path
+    say: Callable[[str], None]
+
+    def run(
+        self, playbook: str, extravars: Mapping[str, object], limit: Sequence[str], timeout: int, what: str
+    ) -> list[Mapping[str, Any]]:
+        try:
+            runner = _run_playbook(
+                self.ansible_runner,
+                self.opts,
+                self.playbooks / playbook,
+                self.roles,
+                self.binary,
+                {**self.extravars, **extravars},
+                self.private,
+                self.say,
+                limit=limit,
+                timeout=timeout,
+            )
+        except self.ansible_runner.exceptions.AnsibleRunnerException as exc:
+            self.say(f"{what}: ansible-runner could not start the play: {exc}")
+            return []
+        return list(runner.events)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.extravars.get("burnin_collectives_id") or "fleetforge")
+
+
 def _fleet_collective(
-    ansible_runner: Any,
-    opts: FleetRunOptions,
-    burnin_playbook: Path,
-    roles: Path,
-    binary: Path,
-    extravars: Mapping[str, object],
-    private: Path,
-    ran: Sequence[str],
-    kept: Sequence[str],
-    hosts: Mapping[str, HostRun],
-    events: Sequence[Mapping[str, Any]],
-    fetched: Sequence[Path],
-    problem: str | None,
-    results: Path,
-    say: Callable[[str], None],
+    plays: _Plays, ready: Sequence[str], ran: Sequence[str], results: Path
 ) -> FleetCollective:
-    ready, _ = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
+    opts, say = plays.opts, plays.say
     # The fabric round's play with one group; its payload, iterations and limit are the all-reduce's.
     group_extravars = {
-        **extravars,
-        "burnin_fabric_bytes": extravars.get("burnin_collectives_bytes", 0),
+        "burnin_fabric_bytes": plays.extravars.get("burnin_collectives_bytes", 0),
         "burnin_fabric_iters": 0,
         "burnin_fabric_timeout_s": int(opts.collectives_timeout_s),
         "burnin_fabric_ib": False,
     }
 
     def play(group_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
-        say(f"all-reduce across the fleet after the rerun: {len(limit)} host(s)")
-        try:
-            runner = _run_playbook(
-                ansible_runner,
-                opts,
-                burnin_playbook.parent / FABRIC_PLAYBOOK,
-                roles,
-                binary,
-                {**group_extravars, **group_vars},
-                private,
-                say,
-                limit=limit,
-                timeout=int(opts.collectives_timeout_s) + 240,
-            )
-        except ansible_runner.exceptions.AnsibleRunnerException as exc:
-            say(f"all-reduce across the fleet: ansible-runner could not start the play: {exc}")
-            return []
-        return list(runner.events)
+        what = "all-reduce across the fleet after the rerun"
+        say(f"{what}: {len(limit)} host(s)")
+        extravars = {**group_extravars, **group_vars}
+        return plays.run(FABRIC_PLAYBOOK, extravars, limit, int(opts.collectives_timeout_s) + 240, what)
 
     collective = measure_fleet_collective(
-        play,
-        ready,
-        ran,
-        results,
-        port=int(opts.collectives_port),
-        rdzv_id=str(extravars.get("burnin_collectives_id") or "fleetforge") + "-fleet",
+        play, ready, ran, results, port=int(opts.collectives_port), rdzv_id=f"{plays.run_id}-fleet"
     )
     if collective.status != "measured":
         say(f"all-reduce across the fleet after the rerun: not measured: {collective.reason}")
@@ -414,27 +404,9 @@ def _fleet_collective(
     return collective
 
 
-def _fabric_stage(
-    ansible_runner: Any,
-    opts: FleetRunOptions,
-    burnin_playbook: Path,
-    roles: Path,
-    binary: Path,
-    extravars: Mapping[str, object],
-    private: Path,
-    expected: Sequence[str],
-    ran: Sequence[str],
-    hosts: Mapping[str, HostRun],
-    events: Sequence[Mapping[str, Any]],
-    fetched: Sequence[Path],
-    problem: str | None,
-    say: Callable[[str], None],
-) -> FabricStage:
-    kept = [h for h in expected if h not in ran] if opts.limit else []
-    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
-    playbook = burnin_playbook.parent / FABRIC_PLAYBOOK
+def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, str]) -> FabricStage:
+    opts, say = plays.opts, plays.say
     base = {
-        **extravars,
         "burnin_fabric_timeout_s": int(opts.fabric_timeout_s),
         **{k: v for k, v in opts.extravars.items() if k.startswith("burnin_fabric_")},
     }
@@ -443,31 +415,12 @@ def _fabric_stage(
     def play(round_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
         round_no[0] += 1
         say(f"fabric round {round_no[0]}: {len(limit) // 2} pair(s) at once")
-        try:
-            runner = _run_playbook(
-                ansible_runner,
-                opts,
-                playbook,
-                roles,
-                binary,
-                {**base, **round_vars},
-                private,
-                say,
-                limit=limit,
-                timeout=fabric_time_limit(opts),
-            )
-        except ansible_runner.exceptions.AnsibleRunnerException as exc:
-            say(f"fabric round {round_no[0]}: ansible-runner could not start the play: {exc}")
-            return []
-        return list(runner.events)
+        what = f"fabric round {round_no[0]}"
+        return plays.run(FABRIC_PLAYBOOK, {**base, **round_vars}, limit, fabric_time_limit(opts), what)
 
     if len(ready) >= 2:
         say(f"fabric: {len(ready)} host(s) in up to {opts.fabric_rounds} round(s) of pairs")
-    measure = AnsibleRounds(
-        play,
-        base_port=int(opts.collectives_port) + 1,
-        stage_id=str(extravars.get("burnin_collectives_id") or "fleetforge") + "-fabric",
-    )
+    measure = AnsibleRounds(play, base_port=int(opts.collectives_port) + 1, stage_id=f"{plays.run_id}-fabric")
     stage = run_stage(
         ready,
         measure,
