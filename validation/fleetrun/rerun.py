@@ -101,7 +101,7 @@ def measure_fleet_collective(
                 node=run.node,
                 sku=run.sku,
                 level=run.level,
-                started=_after(path),
+                started=_after(path, None),
                 check=MULTINODE_CHECK,
                 status="error",
                 reason=reason,
@@ -113,7 +113,13 @@ def measure_fleet_collective(
             assert record is not None
             # The node's file may hold a later run than the one judged here (it was burned in since,
             # into another --out); the figure is this host's now, so it joins the run judged.
-            record = record.model_copy(update={"run_id": run.run_id, "sku": run.sku, "level": run.level})
+            joined = {
+                "run_id": run.run_id,
+                "sku": run.sku,
+                "level": run.level,
+                "started": _after(path, record.started),
+            }
+            record = record.model_copy(update=joined)
             written.append(host)
         with ResultsWriter(path) as writer:
             writer.append(record)
@@ -128,13 +134,15 @@ def _joined_before(path: Path) -> bool:
     return bool(records) and records[-1].status == "pass"
 
 
-def _after(path: Path) -> str:
-    """Now, or just after the file's latest record where the node's clock runs ahead of this one's:
-    the gate counts a check's latest record, and this one must be it."""
+def _after(path: Path, stamp: str | None) -> str:
+    """`stamp` (now when None), or just after the file's latest record where that is not later (a
+    clock that runs behind, or ahead on the node): the gate counts a check's latest record, and the
+    one appended here must be it."""
     results = read_results(path)
     stamps = [parsed_instant(r.started) for r in (*results.runs, *results.checks)]
     latest = max((s for s in stamps if s is not None), default=None)
-    now = datetime.now(UTC)
-    if latest is not None and latest >= now:
-        now = latest + timedelta(milliseconds=1)
-    return now.isoformat(timespec="milliseconds")
+    wanted = parsed_instant(stamp) if stamp is not None else datetime.now(UTC)
+    if wanted is not None and (latest is None or wanted > latest):
+        return stamp if stamp is not None else wanted.isoformat(timespec="milliseconds")
+    later = (latest or datetime.now(UTC)) + timedelta(milliseconds=1)
+    return later.isoformat(timespec="milliseconds")

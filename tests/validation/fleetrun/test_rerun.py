@@ -134,3 +134,22 @@ def test_an_error_record_is_the_latest_even_where_the_nodes_clock_runs_ahead(tmp
     measure_fleet_collective(Group(dead=["h1"]), HOSTS, ["h2"], results, port=29400, rdzv_id="x")
     assert latest_collective(results, "h1").started.startswith("2999-01-01T00:00:00.001")
     assert collective_reasons(results)["h1"]
+
+
+def test_a_record_from_a_node_whose_clock_runs_behind_is_still_the_latest(tmp_path: Path) -> None:
+    results = results_of(tmp_path)
+
+    class Behind(Group):
+        def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+            events = super().__call__(extravars, limit)
+            for e in events:
+                rec = CheckRecord.model_validate(json.loads(e["event_data"]["res"]["stdout"]))
+                behind = rec.model_copy(update={"started": "2026-11-30T00:00:00.000+00:00"})
+                e["event_data"]["res"]["stdout"] = behind.to_json()
+            return events
+
+    measure_fleet_collective(Behind(), HOSTS, ["h2"], results, port=29400, rdzv_id="x")
+    for h in HOSTS:
+        latest = latest_collective(results, h)
+        assert latest.status == "pass" and latest.started > RUN["started"]
+    assert collective_reasons(results) == {h: [] for h in HOSTS}
