@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.hosts.harness import TestHost
+from validation.fleetrun.bundle import Bundle
 
 FLEETFORGE = Path(sys.executable).parent / "fleetforge"
 
@@ -106,6 +109,17 @@ def fleet_burnin(inventory: Path, out: Path, *args: str, timeout: float = 900) -
             f"{done.stderr[-4000:]}"
         ) from None
     return CliRun(done.returncode, doc, done.stderr)
+
+
+def wheelhouse_of(bundle: Bundle, house: Path) -> Path:
+    """The bundle's wheel and its dependency wheels in one folder, for --wheelhouse (the air-gapped
+    path): every run given it installs the same bytes, whatever changes in the tree meanwhile."""
+    house.mkdir()
+    with tarfile.open(bundle.deps_tar) as tf:
+        tf.extractall(house, filter="data")
+    (house / "MANIFEST").unlink()
+    shutil.copy2(bundle.wheel, house / bundle.wheel.name)
+    return house
 
 
 def throttled_periods(host: TestHost) -> int:

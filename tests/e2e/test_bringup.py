@@ -23,7 +23,6 @@ import dataclasses
 import filecmp
 import json
 import shutil
-import tarfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ import pytest
 import yaml
 
 from fleetforge import exitcodes
-from tests.e2e.fleet import BURNIN_COMMAND, MEASURE, SLOW_CPU, VALIDATION, throttled_periods
+from tests.e2e.fleet import BURNIN_COMMAND, MEASURE, SLOW_CPU, VALIDATION, throttled_periods, wheelhouse_of
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
 from validation.actions import RejectedNode
@@ -137,14 +136,9 @@ def wheelhouse(base: Path) -> Path:
     from validation.fleetrun.bundle import build_bundle
     from validation.fleetrun.run import default_cache
 
-    bundle = build_bundle(base / "bundle", default_cache(), source=source_root())
-    house = base / "wheelhouse"
-    house.mkdir()
-    with tarfile.open(bundle.deps_tar) as tf:
-        tf.extractall(house, filter="data")
-    (house / "MANIFEST").unlink()
-    shutil.copy2(bundle.wheel, house / bundle.wheel.name)
-    return house
+    return wheelhouse_of(
+        build_bundle(base / "bundle", default_cache(), source=source_root()), base / "wheelhouse"
+    )
 
 
 def extravars(args: Sequence[str]) -> Mapping[str, object]:

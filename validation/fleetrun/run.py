@@ -372,7 +372,8 @@ class _Plays:
         return list(runner.events)
 
     @property
-    def run_id(self) -> str:
+    def rdzv_prefix(self) -> str:
+        """This fleet run's rendezvous id; each later play's ids start with it."""
         return str(self.extravars.get("burnin_collectives_id") or "fleetforge")
 
 
@@ -388,17 +389,18 @@ def _fleet_collective(
         "burnin_fabric_ib": False,
     }
 
+    what = "all-reduce across the fleet after the rerun"
+
     def play(group_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
-        what = "all-reduce across the fleet after the rerun"
         say(f"{what}: {len(limit)} host(s)")
         extravars = {**group_extravars, **group_vars}
         return plays.run(FABRIC_PLAYBOOK, extravars, limit, int(opts.collectives_timeout_s) + 240, what)
 
     collective = measure_fleet_collective(
-        play, ready, ran, results, port=int(opts.collectives_port), rdzv_id=f"{plays.run_id}-fleet"
+        play, ready, ran, results, port=int(opts.collectives_port), rdzv_id=f"{plays.rdzv_prefix}-fleet"
     )
     if collective.status != "measured":
-        say(f"all-reduce across the fleet after the rerun: not measured: {collective.reason}")
+        say(f"{what}: not measured: {collective.reason}")
     for host, why in collective.failed.items():
         say(f"{host}: {why}")
     return collective
@@ -420,7 +422,9 @@ def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, st
 
     if len(ready) >= 2:
         say(f"fabric: {len(ready)} host(s) in up to {opts.fabric_rounds} round(s) of pairs")
-    measure = AnsibleRounds(play, base_port=int(opts.collectives_port) + 1, stage_id=f"{plays.run_id}-fabric")
+    measure = AnsibleRounds(
+        play, base_port=int(opts.collectives_port) + 1, stage_id=f"{plays.rdzv_prefix}-fabric"
+    )
     stage = run_stage(
         ready,
         measure,
