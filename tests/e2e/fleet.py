@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from tests.conftest import ROOT
-from tests.hosts.harness import TestHost
+from tests.hosts.harness import MEASURING_COMMAND, TestHost
 from validation.fleetrun.bundle import Bundle
 
 FLEETFORGE = Path(sys.executable).parent / "fleetforge"
@@ -24,8 +24,10 @@ FLEETFORGE = Path(sys.executable).parent / "fleetforge"
 # catalog floors (measured on an idle machine) would reject healthy hosts whenever the machine is
 # busy. The spec sets floors that only a broken host misses and leaves the slow host to the
 # fleet-relative rule: with 4 hosts the MAD comes from the two middle deviations, hence k = 2, and
-# a host must be more than 60 % below the median. Hosts measure one at a time, and the harness gives
-# them CPU priority over the rest of the machine (tests/hosts/harness.py, HOSTS_CPU_SHARES): without
+# a host must be more than 60 % below the median. One host measures at a time on the whole machine
+# (in a run: --throttle 1; across the test processes that each run a module of fleet runs: the
+# harness's turns, tests/hosts/harness.py MeasuringTurns), and the harness gives the measuring host
+# CPU priority over the rest of the machine (HOSTS_CPU_SHARES, TURN_CPU_SHARES): without
 # it a healthy host whose turn came while other processes kept both cores busy measured its
 # all-reduce 66-75 % below the others and was rejected. With it, and two busy loops running beside
 # the tests, healthy hosts stayed within 8 % of each other on GEMM and memory copy and within 40 %
@@ -50,7 +52,8 @@ VALIDATION: dict[str, Any] = {
 # cpu_limit's once_running; it installs at full speed, as a node that slows under load): at least
 # 80 % below the others on every CPU-bound figure, far past the spec's 60 % margin.
 SLOW_CPU = 0.2
-BURNIN_COMMAND = "bin/fleetforge burnin"
+# What the role runs to burn a host in: the harness takes turns on it across test processes.
+BURNIN_COMMAND = MEASURING_COMMAND
 # One host at a time measures (--throttle 1), one BLAS thread each, Ansible polls every 2 s.
 MEASURE = ["--throttle", "1", "--var", "burnin_blas_threads=1", "--var", "burnin_poll_s=2"]
 

@@ -14,6 +14,7 @@ from fleetforge import exitcodes
 from fleetforge.cli import main
 from tests.conftest import EXAMPLES
 from tests.fleet.test_spec import BAD
+from tests.hosts.harness import measuring_turn
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -136,7 +137,10 @@ def test_demo_runs_the_main_job_on_embedded_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out_dir = tmp_path / "demo"
-    code, out, _ = run(capsys, "demo", "--examples", str(EXAMPLES), "--out", str(out_dir))
+    # The demo judges this machine on the cpu SKU's floors: it measures in the turn the test hosts
+    # take, so a fleet run's hosts beside it cannot make it a reject (tests/hosts/harness.py).
+    with measuring_turn():
+        code, out, _ = run(capsys, "demo", "--examples", str(EXAMPLES), "--out", str(out_dir))
     assert code == 0, out
     assert "aws-p5-fleet.yaml: valid" in out and "plan: " in out
     assert "local-cpu: READY" in out

@@ -21,6 +21,7 @@ import pytest
 
 from fleet.results import read_results
 from tests.conftest import ROOT
+from tests.hosts.harness import measuring_turn
 from validation.fleetrun import bundle
 
 ANSIBLE = "fleetforge/ansible/"
@@ -152,7 +153,9 @@ def test_a_node_install_has_the_core_dependencies_only_and_finds_the_packaged_co
 def test_the_installed_command_burns_the_node_in_on_core_dependencies(node: Node) -> None:
     out = node.work / "results"
     args = ["burnin", "--sku", "cpu", "--level", "quick", "--out", str(out), "--node", "node-1", "-q"]
-    done = _ok(node.run([str(node.venv / "bin" / "fleetforge"), *args], 600), "fleetforge burnin")
+    # Judged on the catalog's floors: it measures in the turn the test hosts take, as they do.
+    with measuring_turn():
+        done = _ok(node.run([str(node.venv / "bin" / "fleetforge"), *args], 600), "fleetforge burnin")
     assert "node-1.jsonl: ok" in done.stdout
     results = read_results(out / "node-1.jsonl")
     assert not results.bad_lines and len(results.runs) == 1

@@ -9,6 +9,8 @@ the modules that need hosts take them from it with `host_pool.fresh(n)`, which h
 start() leaves them (any host handed out before is reset first), so a module never sees what
 another one did and the session boots its network, keys and sshds once. A session without tests
 marked `measures` starts background hosts: they yield the CPU to another session's measuring hosts.
+Measuring hosts take turns with every other session's (tests/hosts/harness.py, MeasuringTurns), so
+scripts/test runs each module of fleet runs in a session of its own, on a pool of its own.
 """
 
 from __future__ import annotations

@@ -83,6 +83,18 @@ HOSTS_CPU_SHARES = 131_072
 CGROUP_BACKGROUND_DIR = CGROUP_CPU / "fleetforge-testhosts-background"
 BACKGROUND_CPU_SHARES = 2048
 CGROUP_DIRS = (CGROUP_DIR, CGROUP_BACKGROUND_DIR)
+# A test process that measures this machine itself (a local burn-in judged on the catalog's floors)
+# waits for the measuring turn too, and meanwhile runs in a group of its own that outweighs the
+# hosts: fleetforge-local-<pid>.
+CGROUP_LOCAL_PREFIX = "fleetforge-local-"
+# What a host runs while it measures (the burn-in the role starts). Measuring hosts take turns
+# across every test process on this machine (MeasuringTurns): one host measures at a time, so the
+# fleet runs of two test processes can run side by side without either slowing what the other
+# measures. The host whose turn it is weighs the most in its group (cgroup v1's largest weight), so
+# another fleet's hosts installing packages beside it cannot take its CPU either.
+MEASURING_COMMAND = "bin/fleetforge burnin"
+TURN_CPU_SHARES = 262_144
+HOST_CPU_SHARES = 1024
 INSTANCE_WIDTH = 7
 
 
@@ -145,6 +157,7 @@ class TestHosts:
         self.subnet: ipaddress.IPv4Network | None = None
         self.hosts_file = ""
         self._closed = False
+        self._turns: MeasuringTurns | None = None
         # One SSH master per host, owned by the harness: Ansible's connections go through it
         # (ControlMaster=no, ControlPersist=no), so no connection outlives the harness.
         self._masters: dict[str, subprocess.Popen[bytes]] = {}
@@ -205,6 +218,8 @@ class TestHosts:
             for host in self.hosts:
                 self._wait_ready(host)
                 self._start_master(host)
+            if not self.background:
+                self._turns = MeasuringTurns(self.hosts)
         except BaseException:
             self.close()
             raise
@@ -215,6 +230,8 @@ class TestHosts:
         if self._closed:
             return
         self._closed = True
+        if self._turns is not None:
+            self._turns.close()
         for name in list(self._masters):
             self._stop_master(name)
         _teardown(self.instance)
@@ -605,6 +622,13 @@ def sweep_stale() -> list[str]:
         for cg in group.iterdir() if group.exists() else []:
             if cg.is_dir() and cg.name[:INSTANCE_WIDTH] not in live:
                 _kill_cgroup(cg)
+    # A local measuring group left by a process that died in its turn: removed once empty, never
+    # killed (the processes in it are the test run's own).
+    for cg in CGROUP_CPU.glob(f"{CGROUP_LOCAL_PREFIX}*") if CGROUP_CPU.exists() else []:
+        owner = cg.name[len(CGROUP_LOCAL_PREFIX) :]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            with contextlib.suppress(OSError):
+                cg.rmdir()
     return swept
 
 
@@ -655,6 +679,170 @@ def _cap_once_running(cgroup: Path, quota: str, marker: bytes, stop: threading.E
             if marker in cmdline:
                 (cgroup / "cpu.cfs_quota_us").write_text(quota)
                 return
+
+
+class _Turn:
+    """This process's hold on the machine's one measuring turn: an flock on STATE_ROOT/turn.lock
+    that every test process takes before a host of its measures, and a thread lock for the process's
+    own watchers. The kernel drops the flock with the process: a killed test run holds no turn."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self.holder: tuple[str, str] | None = None
+
+    def take(self, who: tuple[str, str]) -> bool:
+        with self._lock:
+            if self.holder is not None:
+                return self.holder == who
+            if self._fd is None:
+                STATE_ROOT.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(STATE_ROOT / "turn.lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            self.holder = who
+            return True
+
+    def give(self, who: tuple[str, str]) -> None:
+        with self._lock:
+            if self.holder != who or self._fd is None:
+                return
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            self.holder = None
+
+
+_TURN = _Turn()
+
+
+class MeasuringTurns:
+    """Watches measuring hosts: a process naming MEASURING_COMMAND that starts while another host
+    holds the turn is stopped (SIGSTOP) within a poll, long before it has imported what it measures
+    with, and continued once the turn is its host's; the turn passes on when the host's last such
+    process has ended (or the host was stopped or reset)."""
+
+    POLL_S = 0.05
+
+    def __init__(self, hosts: Sequence[TestHost], marker: str = MEASURING_COMMAND) -> None:
+        self.hosts = list(hosts)
+        self.marker = marker.encode()
+        self._stop = threading.Event()
+        self._marked: set[int] = set()  # pids whose command line held the marker
+        self._paused: dict[str, set[int]] = {}
+        self._thread = threading.Thread(target=self._watch, name="measuring-turns", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for host in self.hosts:
+            self._end_turn(host)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.POLL_S):
+            seen: set[int] = set()
+            for host in self.hosts:
+                measuring = self._measuring(host)
+                seen |= measuring
+                if not measuring:
+                    self._end_turn(host)
+                elif _TURN.holder == _who(host):
+                    continue
+                elif _TURN.take(_who(host)):
+                    self._start_turn(host)
+                else:
+                    paused = self._paused.setdefault(host.name, set())
+                    for pid in measuring - paused:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGSTOP)
+                        paused.add(pid)
+            self._marked &= seen
+
+    def _measuring(self, host: TestHost) -> set[int]:
+        try:
+            pids = [int(p) for p in (host.cgroup / "cgroup.procs").read_text().split()]
+        except OSError:
+            return set()
+        found = set()
+        for pid in pids:
+            if pid not in self._marked:
+                # Read on every poll until it holds the marker: a forked child shows its parent's
+                # command line until it execs.
+                try:
+                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    continue  # ended meanwhile
+                if self.marker not in cmdline:
+                    continue
+                self._marked.add(pid)
+            found.add(pid)
+        return found
+
+    def _start_turn(self, host: TestHost) -> None:
+        with contextlib.suppress(OSError):
+            (host.cgroup / "cpu.shares").write_text(str(TURN_CPU_SHARES))
+        self._resume(host)
+
+    def _end_turn(self, host: TestHost) -> None:
+        self._resume(host)
+        if _TURN.holder != _who(host):
+            return
+        with contextlib.suppress(OSError):
+            (host.cgroup / "cpu.shares").write_text(str(HOST_CPU_SHARES))
+        _TURN.give(_who(host))
+
+    def _resume(self, host: TestHost) -> None:
+        for pid in self._paused.pop(host.name, set()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def measuring_turn(poll_s: float = 0.1) -> Iterator[None]:
+    """This machine measures itself: wait for the turn the test hosts take, and outweigh them for
+    the CPU until it is over, so that neither slows what the other measures. Where test hosts cannot
+    run (not root, no cgroup v1 cpu controller) there is nobody to take turns with."""
+    if os.geteuid() != 0 or not (CGROUP_CPU / "cpu.shares").is_file():
+        yield
+        return
+    who = ("local", str(os.getpid()))
+    while not _TURN.take(who):
+        time.sleep(poll_s)
+    home = _cpu_cgroup_of_self()
+    group = CGROUP_CPU / f"{CGROUP_LOCAL_PREFIX}{os.getpid()}"
+    try:
+        group.mkdir(exist_ok=True)
+        (group / "cpu.shares").write_text(str(TURN_CPU_SHARES))
+        (group / "cgroup.procs").write_text(str(os.getpid()))  # every thread, and children from now on
+        yield
+    finally:
+        # Helpers started in the turn that outlive it (a process pool, a resource tracker) go home
+        # with the test process: the turn's weight ends with the turn.
+        deadline = time.monotonic() + 2
+        while group.exists() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for pid in (group / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError):
+                        (home / "cgroup.procs").write_text(pid)
+            try:
+                group.rmdir()
+            except OSError:
+                time.sleep(0.05)  # a process exiting leaves the group a moment later
+        _TURN.give(who)
+
+
+def _cpu_cgroup_of_self() -> Path:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return CGROUP_CPU / path.lstrip("/")
+    return CGROUP_CPU
+
+
+def _who(host: TestHost) -> tuple[str, str]:
+    """A host's name in the turn: its cgroup is unique on the machine, its name is for people."""
+    return (str(host.cgroup), host.name)
 
 
 def _kill_cgroup(cg: Path, remove: bool = True) -> None:

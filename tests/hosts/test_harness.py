@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -175,6 +176,94 @@ def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]
     assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
     with pytest.raises(ValueError, match="fraction"):
         hosts.cpu_limit(h0, 0).__enter__()
+
+
+def _measuring_pid(host: TestHost, timeout: float = 60) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in (host.cgroup / "cgroup.procs").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if harness.MEASURING_COMMAND.encode() in cmdline and b"python3" in cmdline:
+                return int(pid)
+        time.sleep(0.05)
+    raise AssertionError(f"{host.name}: no measuring process within {timeout} s")
+
+
+def _state(pid: int) -> str:
+    """The process's state letter (R, S, T for stopped, ...); X once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
+
+
+def _wait_for(what: Callable[[], bool], timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.05)
+
+
+def test_measuring_hosts_take_turns_across_harnesses(hosts_supported: None) -> None:
+    # Two harnesses, as two test processes hold: a host that starts measuring while the other
+    # harness's host measures is stopped until that one is done, then measures in its own turn.
+    # Each "measurement" lasts until the test creates /done on its host.
+    measure = (
+        "python3 -c 'import os, time\nwhile not os.path.exists(\"/done\"): time.sleep(0.05)' "
+        + harness.MEASURING_COMMAND
+    )
+    with TestHosts(1) as first, TestHosts(1) as second:
+        (a,), (b,) = first, second
+        run_a = subprocess.Popen([*a.ssh_args, measure], stdin=subprocess.DEVNULL)
+        pid_a = _measuring_pid(a)
+        # Another test process on this machine may hold the turn for a while (its own fleet run).
+        _wait_for(lambda: harness._TURN.holder == harness._who(a), 600, "the first host never got its turn")
+        assert _state(pid_a) != "T"
+        assert (a.cgroup / "cpu.shares").read_text().strip() == str(harness.TURN_CPU_SHARES)
+        run_b = subprocess.Popen([*b.ssh_args, measure], stdin=subprocess.DEVNULL)
+        pid_b = _measuring_pid(b)
+        _wait_for(lambda: _state(pid_b) == "T", 10, "the second host measured beside the first")
+        time.sleep(0.5)
+        assert _state(pid_b) == "T" and _state(pid_a) not in ("T", "X")
+        first.ssh(a, "touch /done")
+        second.ssh(b, "touch /done")  # b sees it once it runs again
+        assert run_a.wait(timeout=60) == 0
+        assert run_b.wait(timeout=600) == 0  # continued: its turn came
+        _wait_for(
+            lambda: (a.cgroup / "cpu.shares").read_text().strip() == str(harness.HOST_CPU_SHARES),
+            10,
+            "the first host kept its weight after its turn",
+        )
+        # A host stopped while it waits for its turn gives nothing back and blocks nobody.
+        first.ssh(a, "rm /done")
+        second.ssh(b, "rm /done")
+        runs = [subprocess.Popen([*h.ssh_args, measure], stdin=subprocess.DEVNULL) for h in (a, b)]
+        pids = [_measuring_pid(a), _measuring_pid(b)]
+        _wait_for(lambda: sorted(_state(p) == "T" for p in pids) == [False, True], 600, "no turn taken")
+        waiting = [_state(p) for p in pids].index("T")
+        (stopped_in, stopped), (running_in, running) = [(first, a), (second, b)][:: 1 if waiting == 0 else -1]
+        stopped_in.stop(stopped)
+        running_in.ssh(running, "touch /done")
+        for run in runs:
+            run.wait(timeout=60)
+        _wait_for(lambda: harness._TURN.holder is None, 10, "the turn was never given back")
+
+
+def test_a_process_measuring_this_machine_takes_the_turn_and_outweighs_the_hosts(
+    hosts_supported: None,
+) -> None:
+    with harness.measuring_turn():
+        assert harness._TURN.holder == ("local", str(os.getpid()))
+        group = harness.CGROUP_CPU / f"{harness.CGROUP_LOCAL_PREFIX}{os.getpid()}"
+        assert str(os.getpid()) in (group / "cgroup.procs").read_text().split()
+        assert int((group / "cpu.shares").read_text()) > harness.HOSTS_CPU_SHARES
+        child = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, check=True)
+        assert f"cpu:/{group.name}" in child.stdout  # what it starts measures in its turn too
+    assert harness._TURN.holder is None and not group.exists()
+    assert f"{group.name}" not in Path("/proc/self/cgroup").read_text()
 
 
 def test_stop_makes_a_host_unreachable(test_hosts: Callable[..., TestHosts]) -> None:

@@ -231,13 +231,24 @@ def _download_deps(
         for own in tmp.glob(f"{PROJECT}-*.whl"):
             own.unlink()  # the project's wheel travels on its own
         _write_manifest(tmp)
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        _publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move a complete set into its place in the cache. Another run on this controller may have
+    put the same set there meanwhile (the key is its content): that one stays, whoever reads it."""
+    try:
+        tmp.rename(final)
+    except OSError:
+        if (final / "MANIFEST").is_file():
+            shutil.rmtree(tmp)
+            return
+        shutil.rmtree(final)  # incomplete (sets are published whole): never read by anyone
+        tmp.rename(final)
 
 
 def _from_wheelhouse(wheelhouse: Path, cache: Path, log: Callable[[str], None]) -> Bundle:
@@ -263,9 +274,7 @@ def _from_wheelhouse(wheelhouse: Path, cache: Path, log: Callable[[str], None]) 
         if (final / "MANIFEST").is_file():
             shutil.rmtree(tmp)
         else:
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
+            _publish(tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

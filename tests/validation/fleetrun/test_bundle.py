@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from validation.fleetrun import bundle
 from validation.fleetrun.bundle import (
     BundleError,
     build_bundle,
@@ -149,3 +150,22 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(tmp_path: Pa
     assert "validation/burnin/multinode.py" in names and "fleetforge/cli.py" in names
     assert not any(n.startswith(("tests/", "roles/")) for n in names)
     assert {p.name for p in ROOT.iterdir()} == before  # nothing built inside the checkout
+
+
+def test_a_set_another_run_published_meanwhile_stays_and_an_incomplete_one_is_replaced(
+    tmp_path: Path,
+) -> None:
+    def made(name: str, manifest: bool) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "a-1.0-py3-none-any.whl").write_bytes(name.encode())
+        if manifest:
+            (folder / "MANIFEST").write_text(f"{name}\n")
+        return folder
+
+    final = made("set-k", manifest=True)  # another run's, complete: someone may be reading it
+    bundle._publish(made(".set-k-ours", manifest=True), final)
+    assert (final / "MANIFEST").read_text() == "set-k\n" and not (tmp_path / ".set-k-ours").exists()
+    leftover = made("set-j", manifest=False)
+    bundle._publish(made(".set-j-ours", manifest=True), leftover)
+    assert (leftover / "MANIFEST").read_text() == ".set-j-ours\n"
