@@ -42,6 +42,11 @@ NIC_KINDS_BY_FABRIC: dict[str, frozenset[str]] = {
     "ethernet": frozenset({"ethernet"}),
 }
 
+# Fabrics whose NICs expose RDMA verbs (rdma-core devices), where perftest's ib_write_bw can
+# measure a pair: InfiniBand and RoCE HCAs (ConnectX), GCP's RDMA NICs on A3 Ultra / A4, and EFA
+# (an rdma-core provider). GPUDirect-TCPX/TCPXO ride gVNIC (TCP), ICI is the TPU interconnect.
+RDMA_FABRICS: frozenset[str] = frozenset({"infiniband", "gpudirect-rdma", "efa"})
+
 
 class _Fact(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -74,6 +79,11 @@ class Fabric(_Fact):
     @property
     def total_gbps(self) -> float:
         return self.nics * self.gbps_per_nic
+
+    @property
+    def rdma(self) -> bool:
+        """Whether the node has NICs that speak RDMA verbs (RDMA_FABRICS)."""
+        return self.kind in RDMA_FABRICS and self.nics > 0
 
 
 class Placement(_Fact):

@@ -345,6 +345,9 @@ def test_a_healthy_fleet_has_every_pair_measured_and_no_host_rejected(
     assert all(p["busbw_gbps"] for p in fabric["pairs"]), fabric["pairs"]
     assert fabric["attribution"]["guilty"] == [] and fabric["attribution"]["suspect_links"] == []
     assert all(v and v > 0 for v in figures(result).values()), result.explain()
+    # The cpu SKU's fabric has no RDMA NICs: no pair probed for ib_write_bw, and the record says why.
+    ib = fabric["ib_write_bw"]
+    assert ib["pairs"] == [] and ib["skipped"] == [] and "no RDMA NICs" in ib["off"], ib
 
 
 def test_the_host_with_a_slowed_link_alone_is_rejected_naming_its_pairs(

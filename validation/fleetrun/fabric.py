@@ -285,6 +285,7 @@ class FabricStage:
     ib_results: tuple[PairResult, ...] = ()
     ib_attribution: Attribution | None = None
     ib_skipped: tuple[tuple[Pair, str], ...] = ()  # pairs whose hosts cannot run ib_write_bw, and why
+    ib_off: str | None = None  # why no pair ran ib_write_bw at all (the SKU's fabric, the operator)
 
     def reasons(self) -> dict[str, list[Reason]]:
         """Per host, the gate's rejects from the stage: unreachable during it, or guilty."""
@@ -420,6 +421,8 @@ class FabricStage:
             parts.append(said)
         elif self.ib_skipped:
             parts.append(f"ib_write_bw not measured ({len(self.ib_skipped)} pair(s) skipped)")
+        elif self.ib_off is not None:
+            parts.append(f"ib_write_bw not run: {self.ib_off}")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, object]:
@@ -456,6 +459,7 @@ class FabricStage:
                     for r in self.ib_results
                 ],
                 "skipped": [{"hosts": [p.a, p.b], "reason": why} for p, why in self.ib_skipped],
+                "off": self.ib_off,
                 "attribution": None if self.ib_attribution is None else self.ib_attribution.as_dict(),
             },
             "unreachable": dict(self.unreachable),

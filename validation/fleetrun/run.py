@@ -17,6 +17,7 @@ reasons per host, so an unreachable host, a failed task or a guilty host is a re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -31,6 +32,7 @@ from typing import Any
 
 from fleet import ansible_yaml
 from fleet.atomic import write_atomic
+from fleet.catalog import UnknownSkuError, get_sku
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fleetrun.bundle import Bundle, build_bundle
 from validation.fleetrun.events import (
@@ -315,11 +317,30 @@ IB_TIMEOUT_DEFAULT_S = 90
 IB_SERVER_GRACE_S = 10
 
 
+def ib_write_bw_off(opts: FleetRunOptions) -> str | None:
+    """Why the pairs' ib_write_bw step does not run in this fleet run, or None when it does: the
+    operator's burnin_fabric_ib decides, else the SKU's fabric. A SKU chosen per node (auto) keeps
+    the step, and each node's probe says whether it has perftest and RDMA devices."""
+    asked = opts.extravars.get("burnin_fabric_ib")
+    if asked is not None:
+        return None if _truthy(asked) else "turned off (burnin_fabric_ib false)"
+    try:
+        sku = get_sku(opts.sku)
+    except UnknownSkuError:
+        return None
+    if sku.fabric.rdma:
+        return None
+    return (
+        f"{sku.sku}'s fabric ({sku.fabric.kind}, {sku.fabric.nics} fabric NIC(s)) has no RDMA NICs: "
+        f"ib_write_bw does not apply"
+    )
+
+
 def fabric_time_limit(opts: FleetRunOptions) -> int:
-    """One round's play: the pairs' own limit, then (unless turned off) the pairs' ib_write_bw with
-    its server's grace, plus the copies, polls and reads around them."""
+    """One round's play: the pairs' own limit, then (unless off) the pairs' ib_write_bw with its
+    server's grace, plus the copies, polls and reads around them."""
     limit = opts.fabric_timeout_s + 240
-    if _truthy(opts.extravars.get("burnin_fabric_ib", True)):
+    if ib_write_bw_off(opts) is None:
         ib = opts.extravars.get("burnin_fabric_ib_timeout_s", IB_TIMEOUT_DEFAULT_S)
         limit += _seconds(ib, IB_TIMEOUT_DEFAULT_S) + IB_SERVER_GRACE_S
     return int(limit)
@@ -408,8 +429,10 @@ def _fleet_collective(
 
 def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, str]) -> FabricStage:
     opts, say = plays.opts, plays.say
+    ib_off = ib_write_bw_off(opts)
     base = {
         "burnin_fabric_timeout_s": int(opts.fabric_timeout_s),
+        **({"burnin_fabric_ib": False} if ib_off is not None else {}),
         **{k: v for k, v in opts.extravars.items() if k.startswith("burnin_fabric_")},
     }
     round_no = [0]
@@ -433,6 +456,8 @@ def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, st
         mad_k=opts.fabric_mad_k,
         min_relative_margin=opts.fabric_min_relative_margin,
     )
+    if ib_off is not None and stage.status == "measured":
+        stage = dataclasses.replace(stage, ib_off=ib_off)
     say(stage.summary())
     return stage
 

@@ -372,3 +372,41 @@ def test_a_rounds_time_limit_leaves_room_for_the_ib_write_bw_step(tmp_path: Path
     assert limit() == 120 + 240 + 90 + 10
     assert limit(burnin_fabric_ib_timeout_s=30) == 120 + 240 + 30 + 10
     assert limit(burnin_fabric_ib=False) == limit(burnin_fabric_ib="false") == 120 + 240
+
+
+def test_ib_write_bw_runs_only_where_the_skus_fabric_has_rdma_nics_unless_the_operator_says(
+    tmp_path: Path,
+) -> None:
+    from validation.fleetrun.run import FleetRunOptions, fabric_time_limit, ib_write_bw_off
+
+    def opts(sku: str, **extravars: object) -> FleetRunOptions:
+        return FleetRunOptions(
+            inventory=tmp_path, out_dir=tmp_path, sku=sku, fabric_timeout_s=120, extravars=extravars
+        )
+
+    for sku in ("p5.48xlarge", "a3-ultragpu-8g", "Standard_ND96isr_H200_v5", "hgx-b200-8"):
+        assert ib_write_bw_off(opts(sku)) is None, sku  # EFA, GCP RDMA, InfiniBand: each node probes
+    for sku, fabric in (
+        ("cpu", "ethernet, 0 fabric NIC(s)"),
+        ("a3-highgpu-8g", "gpudirect-tcpx,"),
+        ("a3-megagpu-8g", "gpudirect-tcpxo,"),
+        ("tpu-v5p", "ici,"),
+    ):
+        why = ib_write_bw_off(opts(sku))
+        assert why is not None and fabric in why and "no RDMA NICs" in why, (sku, why)
+    assert fabric_time_limit(opts("cpu")) == 120 + 240  # no room kept for a step that never runs
+    assert ib_write_bw_off(opts("auto")) is None  # the SKU is each node's own: its probe decides
+    assert ib_write_bw_off(opts("cpu", burnin_fabric_ib=True)) is None  # the operator's word wins
+    assert (
+        ib_write_bw_off(opts("p5.48xlarge", burnin_fabric_ib="false"))
+        == "turned off (burnin_fabric_ib false)"
+    )
+
+
+def test_a_stage_without_ib_write_bw_says_why_in_its_summary_and_record() -> None:
+    import dataclasses
+
+    healthy = stage_of(FakeFleet({"h0": 1.0, "h1": 1.04, "h2": 0.96, "h3": 0.99}))
+    stage = dataclasses.replace(healthy, ib_off="cpu's fabric has no RDMA NICs")
+    assert "ib_write_bw not run: cpu's fabric has no RDMA NICs" in stage.summary()
+    assert stage.as_dict()["ib_write_bw"]["off"] == "cpu's fabric has no RDMA NICs"  # type: ignore[index]
