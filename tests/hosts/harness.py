@@ -14,6 +14,11 @@ that is PID 1 of its own PID and mount namespaces (so killing it takes every pro
 with it, and its /proc, /sys, /dev mounts vanish with the namespace). The whole process tree runs in
 a cgroup v1 cpu group from its first instruction, so `cpu_limit` throttles everything on the host.
 
+Hosts that measure (all but `background=True` ones) take turns with every other test process on
+this machine: a burn-in (MEASURING_COMMAND) waits, stopped, while another host measures, so test
+processes can run fleet runs side by side; `measuring_turn()` gives a test that burns this machine
+itself in the same turn.
+
 The hosts have no default route: the only addresses anything can reach are each other's and the
 bridge's. /proc/sys and /sys are read-only inside: the hosts share the test machine's kernel and
 must not change it.
