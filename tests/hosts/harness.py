@@ -669,21 +669,29 @@ def _teardown(instance: str) -> None:
         subprocess.run(["rm", "-rf", "--one-file-system", str(state)], capture_output=True)
 
 
+def processes_naming(cgroup: Path, marker: bytes) -> set[int]:
+    """The processes of cgroup whose command line holds marker; OSError once the cgroup is gone.
+    A forked child shows its parent's command line until it execs: callers poll."""
+    found = set()
+    for pid in (cgroup / "cgroup.procs").read_text().split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue  # ended meanwhile
+        if marker in cmdline:
+            found.add(int(pid))
+    return found
+
+
 def _cap_once_running(cgroup: Path, quota: str, marker: bytes, stop: threading.Event) -> None:
     """Write quota to cgroup's CPU quota once one of its processes' command line holds marker."""
     while not stop.wait(0.05):
         try:
-            pids = (cgroup / "cgroup.procs").read_text().split()
-        except OSError:
-            return
-        for pid in pids:
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue  # ended meanwhile
-            if marker in cmdline:
+            if processes_naming(cgroup, marker):
                 (cgroup / "cpu.cfs_quota_us").write_text(quota)
                 return
+        except OSError:
+            return
 
 
 class _Turn:
@@ -733,7 +741,6 @@ class MeasuringTurns:
         self.hosts = list(hosts)
         self.marker = marker.encode()
         self._stop = threading.Event()
-        self._marked: set[int] = set()  # pids whose command line held the marker
         self._paused: dict[str, set[int]] = {}
         self._thread = threading.Thread(target=self._watch, name="measuring-turns", daemon=True)
         self._thread.start()
@@ -746,10 +753,8 @@ class MeasuringTurns:
 
     def _watch(self) -> None:
         while not self._stop.wait(self.POLL_S):
-            seen: set[int] = set()
             for host in self.hosts:
                 measuring = self._measuring(host)
-                seen |= measuring
                 if not measuring:
                     self._end_turn(host)
                 elif _TURN.holder == _who(host):
@@ -762,27 +767,12 @@ class MeasuringTurns:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(pid, signal.SIGSTOP)
                         paused.add(pid)
-            self._marked &= seen
 
     def _measuring(self, host: TestHost) -> set[int]:
         try:
-            pids = [int(p) for p in (host.cgroup / "cgroup.procs").read_text().split()]
+            return processes_naming(host.cgroup, self.marker)
         except OSError:
-            return set()
-        found = set()
-        for pid in pids:
-            if pid not in self._marked:
-                # Read on every poll until it holds the marker: a forked child shows its parent's
-                # command line until it execs.
-                try:
-                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-                except OSError:
-                    continue  # ended meanwhile
-                if self.marker not in cmdline:
-                    continue
-                self._marked.add(pid)
-            found.add(pid)
-        return found
+            return set()  # stopped or reset meanwhile
 
     def _start_turn(self, host: TestHost) -> None:
         with contextlib.suppress(OSError):

@@ -181,13 +181,9 @@ def test_cpu_limit_throttles_the_whole_host(test_hosts: Callable[..., TestHosts]
 def _measuring_pid(host: TestHost, timeout: float = 60) -> int:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for pid in (host.cgroup / "cgroup.procs").read_text().split():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-            except OSError:
-                continue
-            if harness.MEASURING_COMMAND.encode() in cmdline and b"python3" in cmdline:
-                return int(pid)
+        found = harness.processes_naming(host.cgroup, harness.MEASURING_COMMAND.encode())
+        if found:
+            return min(found)
         time.sleep(0.05)
     raise AssertionError(f"{host.name}: no measuring process within {timeout} s")
 
