@@ -436,12 +436,13 @@ def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, st
         **{k: v for k, v in opts.extravars.items() if k.startswith("burnin_fabric_")},
     }
     round_no = [0]
+    time_limit = fabric_time_limit(opts)
 
     def play(round_vars: Mapping[str, object], limit: Sequence[str]) -> Sequence[Mapping[str, Any]]:
         round_no[0] += 1
         say(f"fabric round {round_no[0]}: {len(limit) // 2} pair(s) at once")
         what = f"fabric round {round_no[0]}"
-        return plays.run(FABRIC_PLAYBOOK, {**base, **round_vars}, limit, fabric_time_limit(opts), what)
+        return plays.run(FABRIC_PLAYBOOK, {**base, **round_vars}, limit, time_limit, what)
 
     if len(ready) >= 2:
         say(f"fabric: {len(ready)} host(s) in up to {opts.fabric_rounds} round(s) of pairs")
