@@ -360,9 +360,20 @@ class ThresholdOverride(_Strict):
     fleet_relative: Annotated[bool, Strict()] = True
 
 
+# A check's or a parameter's name, as the burn-in's registry spells them; which exist is the
+# registry's to say (validation/burnin/registry.py option_problems, run by every command that loads a
+# spec), not this ground floor's.
+CheckName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,40}$")]
+CheckParam = Annotated[int | float, Field(gt=0, allow_inf_nan=False)]
+
+
 class ValidationSettings(_Strict):
     level: Level = "standard"
     thresholds: dict[str, ThresholdOverride] = {}
+    checks: dict[CheckName, dict[CheckName, CheckParam]] = Field(
+        default={},
+        description="Measurement parameters over the level's, per check: {stress: {seconds: 600}}",
+    )
     mad_k: StrictNumber = Field(
         default=4.0, gt=0, description="Outlier when below median by more than k x MAD"
     )
@@ -379,6 +390,17 @@ class ValidationSettings(_Strict):
         unknown = sorted(set(v) - set(METRICS))
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; allowed: {', '.join(sorted(METRICS))}")
+        return v
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _numbers_only(cls, v: Any) -> Any:
+        # Before pydantic's own: a union of int and float would coerce "5" and accept true as 1.
+        if isinstance(v, Mapping):
+            for name, params in v.items():
+                for key, value in params.items() if isinstance(params, Mapping) else ():
+                    if isinstance(value, bool) or not isinstance(value, int | float):
+                        raise ValueError(f"{name}.{key}: a number greater than 0, got {value!r}")
         return v
 
     @field_validator("pinned_versions")

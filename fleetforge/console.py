@@ -58,10 +58,19 @@ def spec_exit_code(exc: SpecError) -> int:
 
 
 def load_spec_or_exit(path: Path) -> FleetSpec:
+    """The spec, or exit 65/66 naming what is wrong: what pydantic checks, and the per-check
+    parameters the burn-in's registry does not know (a node would refuse them mid-run)."""
+    from validation.burnin.checks import REGISTRY
+    from validation.burnin.registry import option_problems
+
     try:
-        return load_spec(path)
+        spec = load_spec(path)
     except SpecError as exc:
         spec_failed(exc)
+    problems = option_problems(REGISTRY, spec.validation.checks)
+    if problems:
+        spec_failed(SpecError(str(path), problems))
+    return spec
 
 
 def fail(message: str, code: int) -> NoReturn:

@@ -71,7 +71,9 @@ def burnin(
     ] = False,
     spec: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="Fleet spec: its SKU, level and threshold overrides apply."),
+        typer.Option(
+            metavar="FILE", help="Fleet spec: its SKU, level, threshold overrides and check parameters apply."
+        ),
     ] = None,
     node: Annotated[
         str | None, typer.Option(metavar="NAME", help="Node name for the results (default: the host name).")
@@ -136,6 +138,7 @@ def burnin(
         only=names,
         resume=resume,
         thresholds=dict(fleet.validation.thresholds) if fleet else {},
+        options={name: dict(params) for name, params in fleet.validation.checks.items()} if fleet else {},
         storage_path=storage_path,
     )
     previous = signal.signal(

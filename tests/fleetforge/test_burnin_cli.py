@@ -199,3 +199,61 @@ def test_sigterm_stops_the_run_and_keeps_the_records(tmp_path: Path) -> None:
     assert "interrupted" in err and "Traceback" not in err
     got = read(tmp_path / "n1.jsonl")
     assert [c.check for c in got.checks] == ["inventory"] and not got.bad_lines
+
+
+def test_the_specs_check_parameters_set_what_a_check_measures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = cpu_spec(
+        tmp_path, checks={"storage": {"bytes": 4 * 2**20}, "stress": {"seconds": 1, "interval_s": 0.2}}
+    )
+    code, out, err = burnin(
+        capsys, "--spec", str(spec), "--only", "storage,stress", "--out", str(tmp_path / "o"), "--node", "n1"
+    )
+    assert code == exitcodes.OK, out + err
+    storage, stress = read_results(tmp_path / "o" / "n1.jsonl").checks
+    assert any("4 MiB sequential" in f for f in storage.findings), storage.findings
+    assert any("samples every 0.2 s" in f for f in stress.findings), stress.findings
+    assert stress.duration_s < 3  # the quick level's 5 s of load would take longer
+
+
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        ({"stres": {"seconds": 1}}, "validation.checks.stres: unknown check; known: inventory, health"),
+        (
+            {"stress": {"secs": 1}},
+            "validation.checks.stress.secs: unknown parameter of stress; allowed: interval_s, seconds",
+        ),
+        (
+            {"storage": {"bytes": 1.5}},
+            "validation.checks.storage.bytes: storage's bytes is a whole number, got 1.5",
+        ),
+        (
+            {"stress": {"seconds": True}},
+            "validation.checks: stress.seconds: a number greater than 0, got True",
+        ),
+        ({"stress": {"seconds": 0}}, "validation.checks.stress.seconds: Input should be greater than 0"),
+    ],
+)
+def test_bad_check_parameters_in_the_spec_are_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checks: dict[str, object], message: str
+) -> None:
+    code, _, err = burnin(
+        capsys, "--spec", str(cpu_spec(tmp_path, checks=checks)), "--out", str(tmp_path / "o")
+    )
+    assert code == exitcodes.DATA
+    assert message in " ".join(err.split()) and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_stress_run_too_short_for_its_windows_is_an_error_that_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = cpu_spec(tmp_path, checks={"stress": {"seconds": 0.4, "interval_s": 0.2}})
+    code, out, _ = burnin(
+        capsys, "--spec", str(spec), "--only", "stress", "--out", str(tmp_path / "o"), "--node", "n1"
+    )
+    assert code == exitcodes.INCOMPLETE, out
+    (stress,) = read_results(tmp_path / "o" / "n1.jsonl").checks
+    assert stress.status == "error" and "needs at least 4 windows" in (stress.reason or ""), stress

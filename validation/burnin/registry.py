@@ -45,6 +45,24 @@ class Check(ABC):
         merged.update(ctx.options.get(self.name, {}))
         return merged
 
+    def timeout(self, ctx: CheckContext) -> float:
+        """The level's limit, longer by as much as an override lengthens the measurement (`seconds`):
+        a soak an operator asks to run for ten minutes is not killed at the quick level's 90 s."""
+        base = float(self.timeouts.get(ctx.level, max(self.timeouts.values())))
+        asked = ctx.options.get(self.name, {}).get("seconds")
+        usual = self.level_params.get(ctx.level, {}).get("seconds")
+        if isinstance(asked, int | float) and isinstance(usual, int | float) and asked > usual:
+            base += float(asked) - float(usual)
+        return base
+
+    def param_kinds(self) -> dict[str, type]:
+        """Each measurement parameter this check takes at some level, with its kind (int or float)."""
+        kinds: dict[str, type] = {}
+        for params in self.level_params.values():
+            for key, value in params.items():
+                kinds[key] = int if isinstance(value, int) and not isinstance(value, bool) else float
+        return kinds
+
     @abstractmethod
     def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
         """Measure. All side effects go through `backend`; the result is JSON-serialisable."""
@@ -100,6 +118,26 @@ class Registry:
 
     def __contains__(self, name: object) -> bool:
         return name in self._checks
+
+
+def option_problems(registry: Registry, options: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str]]:
+    """(field, what is wrong) for each per-check parameter override (fleet spec `validation.checks`)
+    that names a check or a parameter the registry does not know, or gives a fraction where the
+    parameter counts (bytes, iterations)."""
+    problems: list[tuple[str, str]] = []
+    for name, params in options.items():
+        where = f"validation.checks.{name}"
+        if name not in registry:
+            problems.append((where, f"unknown check; known: {', '.join(registry.names())}"))
+            continue
+        kinds = registry.get(name).param_kinds()
+        for key, value in params.items():
+            if key not in kinds:
+                allowed = ", ".join(sorted(kinds)) or "none (it takes no parameters)"
+                problems.append((f"{where}.{key}", f"unknown parameter of {name}; allowed: {allowed}"))
+            elif kinds[key] is int and not isinstance(value, int):
+                problems.append((f"{where}.{key}", f"{name}'s {key} is a whole number, got {value!r}"))
+    return problems
 
 
 REGISTRY = Registry()

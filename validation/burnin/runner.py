@@ -265,12 +265,7 @@ def _run_locked(
                 )
             )
         for name in todo:
-            timeout = float(
-                opts.timeouts.get(
-                    name,
-                    registry.get(name).timeouts.get(opts.level, max(registry.get(name).timeouts.values())),
-                )
-            )
+            timeout = float(opts.timeouts.get(name, registry.get(name).timeout(ctx)))
             observer.started(name, timeout)
             log = raw_dir / f"{name}.log" if raw_dir is not None else None
             started = utc_now()

@@ -345,3 +345,28 @@ def test_blas_threads_are_pinned_once_and_respect_the_operator() -> None:
 def test_usable_cpus_honours_a_cgroup_quota(tmp_path: Path) -> None:
     (tmp_path / "cpu.max").write_text("150000 100000\n")
     assert usable_cpus(tmp_path) == min(2, usable_cpus(tmp_path / "none"))
+
+
+def test_check_parameter_overrides_lengthen_the_timeout_and_are_checked_against_the_registry() -> None:
+    from validation.burnin.registry import option_problems
+
+    stress = REGISTRY.get("stress")
+    assert stress.param_kinds() == {"seconds": float, "interval_s": float}
+    assert REGISTRY.get("storage").param_kinds() == {"bytes": int, "block": int}
+    quick = ctx("cpu")
+    assert stress.timeout(quick) == stress.timeouts["quick"]
+    longer = CheckContext(sku=quick.sku, level="quick", options={"stress": {"seconds": 600}})
+    assert stress.timeout(longer) == stress.timeouts["quick"] + 600 - 5
+    shorter = CheckContext(sku=quick.sku, level="quick", options={"stress": {"seconds": 1}})
+    assert stress.timeout(shorter) == stress.timeouts["quick"]
+    assert option_problems(REGISTRY, {"stress": {"seconds": 2}, "storage": {"bytes": 2**20}}) == []
+    assert option_problems(
+        REGISTRY, {"gpu_burn": {}, "health": {"seconds": 1}, "storage": {"block": 0.5}}
+    ) == [
+        ("validation.checks.gpu_burn", f"unknown check; known: {', '.join(REGISTRY.names())}"),
+        (
+            "validation.checks.health.seconds",
+            "unknown parameter of health; allowed: none (it takes no parameters)",
+        ),
+        ("validation.checks.storage.block", "storage's block is a whole number, got 0.5"),
+    ]

@@ -20,6 +20,8 @@ from validation.burnin.registry import Check, Raw, register
 
 # Samples in the first part of the run show the ramp to full clocks and power, not a steady state.
 RAMP_FRACTION = 0.1
+# Throughput windows a run needs: the first is dropped (ramp), the ratio wants three after it.
+MIN_WINDOWS = 4
 
 
 @register
@@ -44,6 +46,11 @@ class Stress(Check):
         if not work or not samples:
             return error("the load ran but produced no samples")
         interval = float(raw["interval_s"])
+        if float(raw["seconds"]) < MIN_WINDOWS * interval:
+            return error(
+                f"{float(raw['seconds']):.3g} s of load in windows of {interval:g} s: the throughput ratio needs "
+                f"at least {MIN_WINDOWS} windows (seconds >= {MIN_WINDOWS} x interval_s)"
+            )
         steady = [s for s in samples if s["t"] >= RAMP_FRACTION * float(raw["seconds"])] or samples
         per: dict[str, list[float]] = {}
         faults: list[str] = []
