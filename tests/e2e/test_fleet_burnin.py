@@ -12,7 +12,7 @@ One module, one set of hosts, in order:
                 PyTorch is missing; two hosts cannot field the job of three, the gate fails
   healthy       all 4, PyTorch installed from the bundle (`--extra-package torch==2.13.0`:
                 the hosts have no index): every host accepted, results fetched, the whole fleet
-                all-reduces through torchrun (c10d rendezvous over the test network, gloo), then 3
+                all-reduces (one rank per host: rendezvous over the test network, gloo), then 3
                 rounds of 2 pairs each measure every pair, and no host is rejected
   slow link     h2's link at a tenth of the others': h2, and only h2, rejected naming its pairs; the
                 whole fleet's all-reduce ran again with h2 in it before the rounds; reinstalling
@@ -309,7 +309,7 @@ def test_a_healthy_fleet_is_burned_in_and_every_host_accepted(
     assert len(groups["fleetforge_job"]["hosts"]) == 3 and len(groups["fleetforge_spare"]["hosts"]) == 1
 
 
-def test_the_whole_fleet_all_reduces_through_torchrun_before_the_rounds(
+def test_the_whole_fleet_all_reduces_before_the_rounds(
     healthy: tuple[CliRun, float],
 ) -> None:
     result, _ = healthy

@@ -6,15 +6,23 @@ The burnin role runs this on every node at once, after every node's burn-in
     python -m validation.burnin.multinode --results R --self NODE --members a,b,c --endpoint HOST:PORT ...
 
 The launcher (this module's main) decides whether the node takes part (PyTorch importable, at least
-two members, this node among them), starts `python -m torch.distributed.run` with a c10d rendezvous
-in its own process group, kills the group when the timeout passes, and makes sure the node's
-results end up with a record of the check: the measurement the worker appended, or a skip or an
-error written here with the reason (fail closed: a hang or a crash is never a pass).
+two members, this node among them) and starts the ranks in their own process group, kills the group
+when the timeout passes, and makes sure the node's results end up with a record of the check: the
+measurement the worker appended, or a skip or an error written here with the reason (fail closed: a
+hang or a crash is never a pass).
 
-The worker (`--worker`, one per rank, started by torchrun) uses gloo on CPU nodes and NCCL on GPU
-nodes; it times each iteration between barriers, keeps the slowest rank's time per iteration (the
-collective is done when the last rank is), checks the sum exactly (every rank starts from small
-integers, so float32 sums are exact), and local rank 0 of each node appends the record.
+How the ranks start depends on how many a node runs. Several (one per GPU): `python -m
+torch.distributed.run` with a c10d rendezvous on the endpoint, which assigns the ranks. One (a CPU
+node, a one-GPU node): the worker directly, rank = the node's place in --members, with PyTorch's
+env:// initialisation on a TCP store that rank 0 (the first member, the endpoint's host) serves.
+Skipping torchrun's agent there halves what a pair costs the CPU (measured on a 2-core machine:
+7.1 CPU-s for a two-node pair through torchrun, 3.8 started directly) and changes nothing the
+worker measures; the endpoint's port is the pair's or the fleet's own, so no other world joins it.
+
+The worker (`--worker`, one per rank) uses gloo on CPU nodes and NCCL on GPU nodes; it times each
+iteration between barriers, keeps the slowest rank's time per iteration (the collective is done
+when the last rank is), checks the sum exactly (every rank starts from small integers, so float32
+sums are exact), and local rank 0 of each node appends the record.
 
 busbw = algbw x 2(n-1)/n, n the world size, as nccl-tests reports all_reduce.
 
@@ -33,13 +41,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, instant, read_results, utc_now
 from validation.burnin.probes.allreduce_cpu import bus_factor
-from validation.burnin.procutil import UsageExitParser
+from validation.burnin.procutil import USAGE, UsageExitParser
 
 CHECK = "multinode_collectives"
 METRIC = "multinode_allreduce_busbw_gbps"
@@ -59,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, required=True, help="this node's <node>.jsonl")
     p.add_argument("--self", dest="me", default="", help="this node's inventory name")
     p.add_argument("--members", default="", help="comma-separated inventory names of the nodes that join")
-    p.add_argument("--endpoint", default="", help="HOST:PORT of the c10d rendezvous (the first member)")
+    p.add_argument("--endpoint", default="", help="HOST:PORT where the first member serves the rendezvous")
     p.add_argument("--local-addr", default="", help="address other nodes reach this node at")
     p.add_argument("--rdzv-id", default="fleetforge-burnin")
     p.add_argument("--nproc", type=int, default=0, help="processes per node; 0: one per GPU, else one")
@@ -74,6 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.worker:
         return worker(args)
+    if args.endpoint:
+        try:
+            split_endpoint(args.endpoint)
+        except ValueError as exc:
+            print(f"python -m validation.burnin.multinode: error: {exc}", file=sys.stderr)
+            return USAGE
     return launch(args)
 
 
@@ -100,8 +115,8 @@ def launch(args: argparse.Namespace) -> int:
     started = time.time()
     log = args.results.parent / f"{run.node}.raw" / f"{CHECK}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    argv = torchrun_argv(args, len(members), _nproc(args.nproc))
-    code, timed_out = _run_group(argv, log, args.timeout)
+    ranks = launch_command(args, members, _nproc(args.nproc))
+    code, timed_out = _run_group(ranks, log, args.timeout)
     ours = _record_since(args.results, run, started)
     if ours is not None:
         print(f"{CHECK}: {ours.status}")
@@ -112,7 +127,7 @@ def launch(args: argparse.Namespace) -> int:
             f"across {len(members)} nodes ({', '.join(members)}) did not finish"
         )
     else:
-        why = f"torchrun exited with code {code} before this node recorded a result"
+        why = f"{ranks.name} exited with code {code} before this node recorded a result"
     tail = _tail(log)
     error = f"{why}{'; log tail: ' + tail if tail else ''}"
     _append(args.results, _record(run, "error", reason=why[:500], error=error))
@@ -136,6 +151,56 @@ def skip_reason(torch_found: bool, me: str, members: Sequence[str], endpoint: st
     return None
 
 
+@dataclass(frozen=True)
+class Ranks:
+    """What starts this node's ranks: the command, the variables it adds, and its name in errors."""
+
+    argv: list[str]
+    env: dict[str, str]
+    name: str
+
+
+def launch_command(args: argparse.Namespace, members: Sequence[str], nproc: int) -> Ranks:
+    """torchrun for several ranks on this node, the worker itself for one (the module's docstring)."""
+    if nproc > 1:
+        return Ranks(torchrun_argv(args, len(members), nproc), {}, "torchrun")
+    host, port = split_endpoint(args.endpoint)
+    rank = list(members).index(args.me)
+    env = {
+        "MASTER_ADDR": host,
+        "MASTER_PORT": str(port),
+        "RANK": str(rank),
+        "WORLD_SIZE": str(len(members)),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": str(rank),
+        "GROUP_WORLD_SIZE": str(len(members)),
+    }
+    return Ranks(
+        [sys.executable, "-m", "validation.burnin.multinode", "--worker", *_worker_args(args)],
+        env,
+        "the all-reduce worker",
+    )
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """HOST:PORT, [V6]:PORT -> (host, port); ValueError naming the endpoint otherwise."""
+    host, sep, port = endpoint.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--endpoint must be HOST:PORT, got {endpoint!r}")
+    return host, int(port)
+
+
+def _worker_args(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--results={args.results}",
+        f"--timeout={args.timeout:g}",
+        f"--bytes={args.nbytes}",
+        f"--iters={args.iters}",
+    ]
+
+
 def torchrun_argv(args: argparse.Namespace, nnodes: int, nproc: int) -> list[str]:
     """`python -m torch.distributed.run` with a c10d rendezvous, no restarts, this module as the worker."""
     argv = [
@@ -152,16 +217,7 @@ def torchrun_argv(args: argparse.Namespace, nnodes: int, nproc: int) -> list[str
     ]
     if args.local_addr:
         argv.append(f"--local-addr={args.local_addr}")
-    argv += [
-        "--module",
-        "validation.burnin.multinode",
-        "--worker",
-        f"--results={args.results}",
-        f"--timeout={args.timeout:g}",
-        f"--bytes={args.nbytes}",
-        f"--iters={args.iters}",
-    ]
-    return argv
+    return [*argv, "--module", "validation.burnin.multinode", "--worker", *_worker_args(args)]
 
 
 def _nproc(asked: int) -> int:
@@ -172,10 +228,13 @@ def _nproc(asked: int) -> int:
     return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1
 
 
-def _run_group(argv: list[str], log: Path, timeout: float) -> tuple[int, bool]:
-    """Run argv in its own process group; on timeout kill the group (every rank with it)."""
+def _run_group(ranks: Ranks, log: Path, timeout: float) -> tuple[int, bool]:
+    """Run the ranks in their own process group; on timeout kill the group (every rank with it)."""
+    env = {**os.environ, **ranks.env}
     with log.open("ab") as fh:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
+        proc = subprocess.Popen(
+            ranks.argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True, env=env
+        )
         try:
             return proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:

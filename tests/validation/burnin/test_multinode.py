@@ -1,8 +1,12 @@
-"""The all-reduce across nodes, launcher side, without torch or a second host: who takes part, the
-torchrun command line, and that a skip, a crash or a hang always leaves a record with the reason."""
+"""The all-reduce across nodes, launcher side: who takes part, how the ranks start (torchrun, or the
+worker itself for one rank per node), and that a skip, a crash or a hang always leaves a record with
+the reason. Where PyTorch is installed, two nodes on loopback all-reduce for real both ways."""
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -10,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from fleet.results import ResultsWriter, RunRecord, read_results
+from tests.conftest import ROOT
 from validation.burnin import multinode, procutil
 
 RUN = {
@@ -111,10 +116,51 @@ def test_a_node_without_torch_records_a_skip_with_the_reason(
     assert rec.reason is not None and "PyTorch is not installed" in rec.reason
 
 
+def test_one_rank_per_node_starts_the_worker_with_its_place_among_the_members(tmp_path: Path) -> None:
+    ns = multinode.parser().parse_args(args(tmp_path / "h1.jsonl", "--self", "h1", "--members", "h0,h1,h2"))
+    ranks = multinode.launch_command(ns, ["h0", "h1", "h2"], nproc=1)
+    assert ranks.argv[:4] == [sys.executable, "-m", "validation.burnin.multinode", "--worker"]
+    assert f"--results={tmp_path / 'h1.jsonl'}" in ranks.argv
+    assert ranks.env == {
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29400",
+        "RANK": "1",
+        "WORLD_SIZE": "3",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "3",
+    }
+    several = multinode.launch_command(ns, ["h0", "h1", "h2"], nproc=8)
+    assert several.name == "torchrun" and several.env == {} and "--nproc-per-node=8" in several.argv
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "expect"),
+    [("10.0.0.1:29400", ("10.0.0.1", 29400)), ("[fd00::1]:29400", ("fd00::1", 29400)), ("h0:1", ("h0", 1))],
+)
+def test_endpoints_split_into_host_and_port(endpoint: str, expect: tuple[str, int]) -> None:
+    assert multinode.split_endpoint(endpoint) == expect
+
+
+@pytest.mark.parametrize("endpoint", ["10.0.0.1", "10.0.0.1:", ":29400", "10.0.0.1:http", "10.0.0.1:70000"])
+def test_a_bad_endpoint_is_a_usage_error_that_records_nothing(
+    tmp_path: Path, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = results(tmp_path)
+    argv = args(path)
+    argv[argv.index("--endpoint") + 1] = endpoint
+    assert multinode.main(argv) == procutil.USAGE
+    assert "--endpoint must be HOST:PORT" in capsys.readouterr().err
+    assert read_results(path).checks == []
+
+
 def _pretend_torch(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
     monkeypatch.setattr(multinode.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(multinode, "_nproc", lambda asked: 1)
-    monkeypatch.setattr(multinode, "torchrun_argv", lambda ns, nnodes, nproc: command)
+    monkeypatch.setattr(
+        multinode, "launch_command", lambda ns, members, nproc: multinode.Ranks(command, {}, "torchrun")
+    )
 
 
 def test_torchrun_failing_without_a_result_is_an_error_with_its_log(
@@ -174,3 +220,43 @@ def test_no_results_file_and_bad_arguments_have_their_own_exit_codes(tmp_path: P
     with pytest.raises(SystemExit) as exc:
         multinode.main(["--results"])
     assert exc.value.code == procutil.USAGE == 64
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(("nproc", "ranks"), [(1, 2), (2, 4)], ids=["worker-direct", "torchrun"])
+def test_two_nodes_on_loopback_all_reduce_for_real(tmp_path: Path, nproc: int, ranks: int) -> None:
+    pytest.importorskip("torch")
+    endpoint = f"127.0.0.1:{_free_port()}"
+    procs = {}
+    for node in ("h0", "h1"):
+        path = tmp_path / node / f"{node}.jsonl"
+        path.parent.mkdir()
+        with ResultsWriter(path) as w:
+            w.append(
+                RunRecord.model_validate(
+                    {**RUN, "node": node, "run_id": f"{node}-r1", "checks": ["inventory"]}
+                )
+            )
+        argv = [sys.executable, "-m", "validation.burnin.multinode", "--results", str(path), "--self", node]
+        argv += ["--members", "h0,h1", "--endpoint", endpoint, "--local-addr", "127.0.0.1", "--rdzv-id", "t"]
+        argv += ["--nproc", str(nproc), "--bytes", "65536", "--iters", "2", "--timeout", "120"]
+        env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+        procs[node] = (
+            path,
+            subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT),
+        )
+    figures = set()
+    for node, (path, proc) in procs.items():
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out.decode(errors="replace")[-3000:]
+        (rec,) = read_results(path).checks
+        assert (rec.node, rec.status, rec.backend) == (node, "pass", "torch-gloo"), rec
+        assert f"2 nodes, {ranks} ranks" in rec.findings[0]
+        figures.add(rec.metrics[multinode.METRIC])
+    # Every node records the slowest rank's figure of the one collective.
+    assert len(figures) == 1 and figures.pop() > 0
