@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -210,11 +211,15 @@ def test_the_specs_check_parameters_set_what_a_check_measures(
     code, out, err = burnin(
         capsys, "--spec", str(spec), "--only", "storage,stress", "--out", str(tmp_path / "o"), "--node", "n1"
     )
-    assert code == exitcodes.OK, out + err
+    # Measured, whatever the verdict: a run starved by a busy machine may miss a catalog floor.
+    assert code in (exitcodes.OK, exitcodes.REJECTED), out + err
     storage, stress = read_results(tmp_path / "o" / "n1.jsonl").checks
+    assert storage.status in ("pass", "fail") and stress.status in ("pass", "fail"), (storage, stress)
     assert any("4 MiB sequential" in f for f in storage.findings), storage.findings
-    assert any("samples every 0.2 s" in f for f in stress.findings), stress.findings
-    assert stress.duration_s < 3  # the quick level's 5 s of load would take longer
+    # 1 s of load, not the quick level's 5 s.
+    assert any(re.match(r"1\.\d s of load, \d+ samples every 0.2 s", f) for f in stress.findings), (
+        stress.findings
+    )
 
 
 @pytest.mark.parametrize(
