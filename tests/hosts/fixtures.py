@@ -30,7 +30,7 @@ def require_hosts() -> None:
     """Skip the calling test, with the reason, when this machine cannot run test hosts."""
     try:
         check_supported()
-        rootfs.cached_root_tarball()
+        rootfs.cached_root_tree()
     except (HostsUnsupported, rootfs.RootfsUnavailable) as exc:
         pytest.skip(f"local test hosts unavailable: {exc}")
 

@@ -8,7 +8,9 @@
         hosts.stop(hosts[1])         # h1 is now unreachable
         hosts.reset(hosts[1])        # h1 as start() left it: fresh root, same address and keys
 
-Each host gets its own copy of the cached root (rootfs.py), a network namespace joined to a
+Each host's root is an overlay of the cached root (rootfs.py, extracted once, never written) with
+an upper layer of its own, so a host starts or resets without copying anything and its writes stay
+its own; a network namespace joined to a
 per-instance bridge by a veth pair, an address on a private /24 picked per instance, and an sshd
 that is PID 1 of its own PID and mount namespaces (so killing it takes every process of the host
 with it, and its /proc, /sys, /dev mounts vanish with the namespace). The whole process tree runs in
@@ -196,7 +198,7 @@ class TestHosts:
     def start(self) -> TestHosts:
         check_supported()
         sweep_stale()
-        tarball = rootfs.cached_root_tarball()
+        lower = rootfs.cached_root_tree()
         atexit.register(self.close)
         try:
             self.state.mkdir(parents=True)
@@ -215,7 +217,7 @@ class TestHosts:
             self._make_client_key()
             names = list(self.names or [f"h{i}" for i in range(self.count)])
             for i, name in enumerate(names):
-                self.hosts.append(self._prepare_host(i, name, tarball))
+                self.hosts.append(self._prepare_host(i, name, lower))
             self.hosts_file = "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
             for host in self.hosts:
                 (host.root / "etc/hosts").write_text(self.hosts_file)
@@ -342,9 +344,11 @@ class TestHosts:
         same address, host key and client key, its link up, no CPU cap, and sshd answering again."""
         self._stop_master(host.name)
         _kill_cgroup(host.cgroup, remove=False)
-        _run(["rm", "-rf", "--one-file-system", str(host.root)], timeout=300)
-        host.root.mkdir()
-        self._fill_root(host, rootfs.cached_root_tarball())
+        if subprocess.run(["umount", str(host.root)], capture_output=True).returncode != 0:
+            _run(["umount", "-l", str(host.root)])  # still busy a moment after its processes died
+        for layer in self._layers(host):
+            _run(["rm", "-rf", "--one-file-system", str(layer)], timeout=300)
+        self._fill_root(host, rootfs.cached_root_tree())
         _ip("link", "set", host.veth, "up")
         self._boot(host)
         self._wait_ready(host)
@@ -438,7 +442,7 @@ class TestHosts:
         self.known_hosts = self.state / "known_hosts"
         self.known_hosts.write_text("")
 
-    def _prepare_host(self, i: int, name: str, tarball: Path) -> TestHost:
+    def _prepare_host(self, i: int, name: str, lower: Path) -> TestHost:
         assert self.subnet is not None
         address = str(list(self.subnet.hosts())[i + 1])
         root = self.roots / name
@@ -464,7 +468,7 @@ class TestHosts:
         pub = key.with_suffix(".pub").read_text().split()
         with self.known_hosts.open("a") as kh:
             kh.write(f"{address} {pub[0]} {pub[1]}\n")
-        self._fill_root(host, tarball)
+        self._fill_root(host, lower)
         host.cgroup.mkdir()
         _ip("netns", "add", host.netns)
         _ip("link", "add", host.veth, "type", "veth", "peer", "name", f"{host.veth}p")
@@ -478,10 +482,19 @@ class TestHosts:
         self._record(host)
         return host
 
-    def _fill_root(self, host: TestHost, tarball: Path) -> None:
-        """A fresh copy of the cached root in host.root, made into this host (keys, sshd, names)."""
+    def _layers(self, host: TestHost) -> tuple[Path, Path]:
+        """The host's overlay upper and work folders, beside its root in this instance's roots."""
+        return self.roots / f".{host.name}.upper", self.roots / f".{host.name}.work"
+
+    def _fill_root(self, host: TestHost, lower: Path) -> None:
+        """A fresh root at host.root: the cached root under an empty upper layer (teardown unmounts
+        it with everything under the instance's roots), made into this host (keys, sshd, names)."""
         root, name, address = host.root, host.name, host.address
-        _run(["tar", "--numeric-owner", "-xpf", str(tarball), "-C", str(root)], timeout=600)
+        upper, work = self._layers(host)
+        upper.mkdir()
+        work.mkdir()
+        options = f"lowerdir={lower},upperdir={upper},workdir={work}"
+        _run(["mount", "-t", "overlay", "overlay", "-o", options, str(root)])
         for src in (self.state / "hostkeys" / name).iterdir():
             shutil.copy2(src, root / "etc/ssh" / src.name)
         authorized = root / "root/.ssh/authorized_keys"
@@ -584,6 +597,10 @@ def check_supported() -> None:
     for tool in ("ip", "unshare", "chroot", "tar", "mount"):
         if subprocess.run(["which", tool], capture_output=True).returncode != 0:
             raise HostsUnsupported(f"{tool} not found")
+    if "\toverlay\n" not in Path("/proc/filesystems").read_text() and (
+        subprocess.run(["modprobe", "overlay"], capture_output=True).returncode != 0
+    ):
+        raise HostsUnsupported("the kernel has no overlay file system (the hosts' roots are overlays)")
     probe = f"ffprobe{os.getpid()}"  # not our prefix: the sweeper ignores it
     made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
     if made.returncode != 0:
@@ -629,11 +646,11 @@ def sweep_stale() -> list[str]:
                 _kill_cgroup(cg)
     # A local measuring group left by a process that died in its turn: removed once empty, never
     # killed (the processes in it are the test run's own).
-    for cg in CGROUP_CPU.glob(f"{CGROUP_LOCAL_PREFIX}*") if CGROUP_CPU.exists() else []:
-        owner = cg.name[len(CGROUP_LOCAL_PREFIX) :]
-        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+    for local in CGROUP_CPU.glob(f"{CGROUP_LOCAL_PREFIX}*") if CGROUP_CPU.exists() else []:
+        pid = local.name[len(CGROUP_LOCAL_PREFIX) :]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             with contextlib.suppress(OSError):
-                cg.rmdir()
+                local.rmdir()
     return swept
 
 

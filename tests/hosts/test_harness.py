@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.hosts import harness
+from tests.hosts import harness, rootfs
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
 
@@ -107,9 +107,12 @@ def test_a_reset_host_is_the_started_host_again(test_hosts: Callable[..., TestHo
     (h0.cgroup / "cpu.cfs_quota_us").write_text("10000")
     hosts.stop(h0, link_down=True)
     hosts.reset(h0)
-    # Same address and host key (known_hosts pins it), a root as the tarball has it, no cap.
+    # Same address and host key (known_hosts pins it), a root as the cache has it, no cap.
     assert hosts.ssh(h0, "hostname").stdout.strip() == "h0"
     assert hosts.ssh(h0, "test -e /root/marker || test -e /opt/fleetforge", check=False).returncode == 1
+    # The host wrote to its own layer: the cached root every host overlays is as it was.
+    lower = rootfs.cached_root_tree()
+    assert not (lower / "root/marker").exists() and not (lower / "opt/fleetforge").exists()
     assert (h0.cgroup / "cpu.cfs_quota_us").read_text().strip() == "-1"
     probe = f"import socket; socket.create_connection(('{h1.address}', 22), 5); print('ok')"
     assert hosts.ssh(h0, f'python3 -c "{probe}"').stdout.strip() == "ok"
