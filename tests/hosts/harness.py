@@ -103,6 +103,9 @@ MEASURING_COMMAND = "bin/fleetforge burnin"
 TURN_CPU_SHARES = 262_144
 HOST_CPU_SHARES = 1024
 INSTANCE_WIDTH = 7
+# Where the hosts' system Python (Debian's python3) reads .pth files at start-up.
+PYTHON_SITE = Path("usr/lib/python3/dist-packages")
+BYTECODE_CACHE_MODULE = Path(__file__).with_name("zipimport_bytecode.py")
 
 
 class HostsUnsupported(RuntimeError):
@@ -516,6 +519,13 @@ class TestHosts:
             "MaxSessions 64\n"
         )
         (root / "etc/hostname").write_text(f"{name}\n")
+        # Ansible's modules run from zips that Python compiles afresh on every task: the hosts'
+        # Python caches that bytecode (zipimport_bytecode.py says why and what it costs).
+        site = root / PYTHON_SITE
+        shutil.copyfile(BYTECODE_CACHE_MODULE, site / BYTECODE_CACHE_MODULE.name)
+        (site / "zipimport_bytecode.pth").write_text(
+            "import zipimport_bytecode; zipimport_bytecode.install()\n"
+        )
         # The root's package lists are the hosts' mirror snapshot; they cannot be refreshed offline.
         stamp = root / "var/lib/apt/periodic/update-success-stamp"
         stamp.touch()

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.hosts import harness, rootfs
+from tests.hosts import harness, rootfs, zipimport_bytecode
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
 
@@ -119,6 +119,31 @@ def test_a_reset_host_is_the_started_host_again(test_hosts: Callable[..., TestHo
     assert hosts.ssh(h1, "cat /run/sshd.pid").stdout == sshd_h1  # the other host was left alone
     # The master to the old h0 went with it: the new one reaches the new h0.
     _through_master(hosts, h0)
+
+
+def test_ansible_modules_on_a_host_compile_once(test_hosts: Callable[..., TestHosts], tmp_path: Path) -> None:
+    hosts = test_hosts(1)
+    inventory = hosts.write_inventory(tmp_path / "inventory.yml")
+    cache = f"ls {zipimport_bytecode.CACHE_DIR} | wc -l"
+
+    ansible = [str(Path(sys.executable).parent / "ansible"), "-i", str(inventory), "h0", "-o"]
+
+    def uname() -> str:
+        done = subprocess.run(
+            [*ansible, "-m", "ansible.builtin.command", "-a", "uname -n"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")},
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "(stdout) h0" in uname()
+    compiled = int(hosts.ssh(hosts[0], cache).stdout)
+    assert compiled > 10  # ansible.module_utils, one entry per module
+    assert "(stdout) h0" in uname()
+    assert int(hosts.ssh(hosts[0], cache).stdout) == compiled  # every one read back, none compiled
 
 
 def test_the_session_pool_hands_out_fresh_hosts_and_cleans_up(hosts_supported: None) -> None:

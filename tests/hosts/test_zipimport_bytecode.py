@@ -1,0 +1,94 @@
+"""The test hosts' bytecode cache for zip imports, run in a Python of its own (installing it here
+would change how this test process imports)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+from tests.hosts import zipimport_bytecode
+
+IMPORT_TWICE = textwrap.dedent(
+    """
+    import sys, traceback
+    sys.path.insert(0, {module_dir!r})
+    import zipimport_bytecode
+    zipimport_bytecode.CACHE_DIR = {cache!r}
+    zipimport_bytecode.install()
+    for zip_path in sys.argv[1:]:
+        sys.path.insert(0, zip_path)
+        sys.modules.pop("payload", None)
+        import payload
+        print(payload.Answer().value())
+        try:
+            payload.fail()
+        except ValueError:
+            print(traceback.extract_tb(sys.exc_info()[2])[-1].filename)
+        sys.path.remove(zip_path)
+    """
+)
+PAYLOAD = textwrap.dedent(
+    """
+    class Answer:
+        def value(self):
+            return 42
+
+    def fail():
+        raise ValueError("from the zip")
+    """
+)
+
+
+def _zip(path: Path, source: str) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("payload.py", source)
+    return path
+
+
+def _run(tmp_path: Path, *zips: Path) -> list[str]:
+    script = IMPORT_TWICE.format(
+        module_dir=str(Path(zipimport_bytecode.__file__).parent), cache=str(tmp_path / "cache")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, zips)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_module_from_a_new_zip_path_comes_from_the_cache_with_that_path_in_its_code(
+    tmp_path: Path,
+) -> None:
+    first = _zip(tmp_path / "first.zip", PAYLOAD)
+    second = _zip(tmp_path / "second.zip", PAYLOAD)
+    assert _run(tmp_path, first, second) == [
+        "42",
+        str(first / "payload.py"),
+        "42",
+        str(second / "payload.py"),  # the cached code, renamed to the zip it was found in
+    ]
+    assert len(list((tmp_path / "cache").iterdir())) == 1  # compiled once, read back once
+
+
+def test_changed_source_is_compiled_again(tmp_path: Path) -> None:
+    first = _zip(tmp_path / "first.zip", PAYLOAD)
+    changed = _zip(tmp_path / "changed.zip", PAYLOAD.replace("return 42", "return 43"))
+    assert _run(tmp_path, first, changed)[::2] == ["42", "43"]
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
+def test_a_cache_that_cannot_be_written_only_costs_the_compile(tmp_path: Path) -> None:
+    (tmp_path / "cache").write_text("a file where the folder should be")
+    first = _zip(tmp_path / "first.zip", PAYLOAD)
+    assert _run(tmp_path, first)[0] == "42"
+
+
+def test_a_damaged_entry_is_compiled_again(tmp_path: Path) -> None:
+    first = _zip(tmp_path / "first.zip", PAYLOAD)
+    _run(tmp_path, first)
+    (entry,) = (tmp_path / "cache").iterdir()
+    entry.write_bytes(entry.read_bytes()[:10])  # a damaged disk (a killed writer leaves only its .tmp)
+    assert _run(tmp_path, first)[0] == "42"
