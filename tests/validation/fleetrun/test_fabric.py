@@ -12,8 +12,17 @@ import pytest
 import yaml
 
 from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, METRICS, MULTINODE_CHECK, MULTINODE_METRIC
-from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results
+from fleet.results import read_results
 from tests.conftest import ROOT
+from tests.validation.fleetrun.helpers import (
+    HOSTS,
+    empty_results,
+    failed,
+    judged,
+    ok,
+    record,
+    unreachable,
+)
 from validation.fabric.model import Pair, Round
 from validation.fleetrun.events import HostRun
 from validation.fleetrun.fabric import (
@@ -29,39 +38,7 @@ from validation.fleetrun.fabric import (
     round_vars,
     run_stage,
 )
-from validation.fleetrun.run import FABRIC_PLAYBOOK, FleetRun, fabric_ready
-from validation.gate import decide
-
-HOSTS = ["h0", "h1", "h2", "h3"]
-RUN = {"run_id": "r1", "sku": "cpu", "level": "quick", "started": "2026-12-01T08:00:00.000+00:00"}
-
-
-def record(node: str, status: str = "pass", busbw: float | None = None, reason: str | None = None) -> str:
-    rec = CheckRecord.model_validate(
-        {
-            **RUN,
-            "node": node,
-            "check": MULTINODE_CHECK,
-            "status": status,
-            "metrics": {} if busbw is None else {MULTINODE_METRIC: busbw},
-            "reason": reason,
-            "backend": "torch-gloo",
-            "duration_s": 1.0,
-        }
-    )
-    return rec.to_json()
-
-
-def ok(host: str, task: str, **res: Any) -> dict[str, Any]:
-    return {"event": "runner_on_ok", "event_data": {"host": host, "task": task, "res": res}}
-
-
-def failed(host: str, task: str, **res: Any) -> dict[str, Any]:
-    return {"event": "runner_on_failed", "event_data": {"host": host, "task": task, "res": res}}
-
-
-def unreachable(host: str, task: str, msg: str) -> dict[str, Any]:
-    return {"event": "runner_on_unreachable", "event_data": {"host": host, "task": task, "res": {"msg": msg}}}
+from validation.fleetrun.run import FABRIC_PLAYBOOK, fabric_ready
 
 
 class FakeFleet:
@@ -239,38 +216,15 @@ def test_only_hosts_that_burned_in_are_paired(tmp_path: Path) -> None:
     assert ready == ["h1", "h0"]
 
 
-def _results(tmp_path: Path) -> Path:
-    results = tmp_path / "results"
-    for h in HOSTS:
-        with ResultsWriter(results / f"{h}.jsonl") as w:
-            w.append(RunRecord.model_validate({**RUN, "node": h, "checks": []}))
-    return results
-
-
 def test_host_figures_reach_the_gate_and_the_guilty_host_is_rejected(tmp_path: Path) -> None:
-    results = _results(tmp_path)
+    results = empty_results(tmp_path)
     stage = stage_of(FakeFleet({"h0": 1.0, "h1": 1.05, "h2": 0.1, "h3": 0.97}))
     assert stage.write_host_records(results) == HOSTS
     checks = read_results(results / "h2.jsonl").checks
     (fig,) = [c for c in checks if c.check == FABRIC_CHECK]
     assert fig.status == "pass" and fig.metrics[FABRIC_METRIC] == pytest.approx(0.1)
     assert "h0 0.1 GB/s (slow)" in fig.findings[0]
-    run = FleetRun(
-        expected=HOSTS,
-        hosts={h: HostRun(h) for h in HOSTS},
-        results_dir=results,
-        fetched=sorted(results.glob("*.jsonl")),
-        status="successful",
-        rc=0,
-        problem=None,
-        bundle=None,
-        artifacts=tmp_path,
-        timings={},
-        fabric=stage,
-    )
-    gate = decide(
-        [read_results(p) for p in run.fetched], sku="cpu", expected=HOSTS, host_reasons=run.reasons()
-    )
+    run, gate = judged(stage, results, tmp_path)
     # The hosts carry no burn-in checks here, so the cpu SKU's own metrics are missing on every
     # host; what the fabric stage added is judged on h2 alone, by its reason and by the outlier rule.
     fabric = {

@@ -13,11 +13,10 @@ import pytest
 import yaml
 
 from fleet.metrics import FABRIC_CHECK, FABRIC_IB_CHECK, FABRIC_IB_METRIC, FABRIC_METRIC, METRICS
-from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results
+from fleet.results import CheckRecord, read_results
 from tests.conftest import ROOT
-from tests.validation.fleetrun.test_fabric import RUN, failed, ok, record
+from tests.validation.fleetrun.helpers import HOSTS, RUN, empty_results, failed, judged, ok, record
 from validation.fabric.model import Pair
-from validation.fleetrun.events import HostRun
 from validation.fleetrun.fabric import (
     IB_READ_TASK,
     IB_TASKS,
@@ -28,10 +27,7 @@ from validation.fleetrun.fabric import (
     read_round,
     run_stage,
 )
-from validation.fleetrun.run import FleetRun
-from validation.gate import decide
 
-HOSTS = ["h0", "h1", "h2", "h3"]
 NO_PERFTEST = "ib_write_bw is not installed (perftest): the pair's RDMA bandwidth is not measured"
 
 
@@ -142,7 +138,7 @@ def test_hosts_without_perftest_are_a_note_never_a_reject_and_the_all_reduce_sti
     assert note.startswith("fabric ib_write_bw not measured in 6 pair(s) (")
     assert note.endswith(NO_PERFTEST) and "and 3 more" in note
     assert "ib_write_bw not measured (6 pair(s) skipped)" in stage.summary()
-    results = _results(tmp_path)
+    results = empty_results(tmp_path)
     stage.write_host_records(results)
     (fig,) = [c for c in read_results(results / "h0.jsonl").checks if c.check == FABRIC_CHECK]
     assert fig.metrics == {FABRIC_METRIC: 1.0}  # no ib figure, and nothing missing for the gate
@@ -186,37 +182,14 @@ def test_with_the_step_off_there_is_no_ib_write_bw_at_all() -> None:
     assert stage.gate_notes() == [] and "ib_write_bw" not in stage.summary()
 
 
-def _results(tmp_path: Path) -> Path:
-    results = tmp_path / "results"
-    for h in HOSTS:
-        with ResultsWriter(results / f"{h}.jsonl") as w:
-            w.append(RunRecord.model_validate({**RUN, "node": h, "checks": []}))
-    return results
-
-
 def test_ib_figures_reach_the_gate_beside_the_busbw_and_the_slow_host_is_rejected(tmp_path: Path) -> None:
-    results = _results(tmp_path)
+    results = empty_results(tmp_path)
     stage = stage_of(IbFleet({**HEALTHY_IB, "h2": 98.0}))
     assert stage.write_host_records(results) == HOSTS
     (fig,) = [c for c in read_results(results / "h2.jsonl").checks if c.check == FABRIC_CHECK]
     assert fig.metrics == {FABRIC_METRIC: 1.0, FABRIC_IB_METRIC: 98.0}
     assert any(f.startswith("ib_write_bw: best of 3 completed pair(s)") for f in fig.findings)
-    run = FleetRun(
-        expected=HOSTS,
-        hosts={h: HostRun(h) for h in HOSTS},
-        results_dir=results,
-        fetched=sorted(results.glob("*.jsonl")),
-        status="successful",
-        rc=0,
-        problem=None,
-        bundle=None,
-        artifacts=tmp_path,
-        timings={},
-        fabric=stage,
-    )
-    gate = decide(
-        [read_results(p) for p in run.fetched], sku="cpu", expected=HOSTS, host_reasons=run.reasons()
-    )
+    run, gate = judged(stage, results, tmp_path)
     ib = {v.node: [r for r in v.reasons if r.metric == FABRIC_IB_METRIC] for v in gate.nodes}
     assert [h for h, rs in ib.items() if rs] == ["h2"], ib
     assert {v.node: v.metrics.get(FABRIC_IB_METRIC) for v in gate.nodes}["h0"] == pytest.approx(

@@ -11,22 +11,17 @@ from typing import Any
 import pytest
 
 from fleet.metrics import MULTINODE_CHECK, MULTINODE_METRIC
-from fleet.results import CheckRecord, ResultsWriter, RunRecord, read_results
-from tests.validation.fleetrun.test_fabric import READ_TASK, RUN, ok, record, unreachable
-from validation.fleetrun.fabric import START_TASK
+from fleet.results import CheckRecord, read_results
+from tests.validation.fleetrun.helpers import HOSTS, RUN, empty_results, ok, record, unreachable
+from validation.fleetrun.fabric import READ_TASK, START_TASK
 from validation.fleetrun.rerun import measure_fleet_collective
 from validation.gate import decide
-
-HOSTS = ["h0", "h1", "h2", "h3"]
 
 
 def results_of(tmp_path: Path, joined: Sequence[str] = ("h0", "h1", "h3")) -> Path:
     """Each host's run; the kept ones (`joined`) with the earlier run's all-reduce, h2 rerun with the
     skip the role records when it is the only host its play reaches."""
-    results = tmp_path / "results"
-    for h in HOSTS:
-        with ResultsWriter(results / f"{h}.jsonl") as w:
-            w.append(RunRecord.model_validate({**RUN, "node": h, "checks": []}))
+    results = empty_results(tmp_path)
     for h in HOSTS:
         line = record(h, busbw=0.09) if h in joined else record(h, "skip", reason="only 1 node ready")
         (results / f"{h}.jsonl").open("a").write(line + "\n")
