@@ -48,12 +48,15 @@ def _zip(path: Path, source: str) -> Path:
     return path
 
 
-def _run(tmp_path: Path, *zips: Path) -> list[str]:
+def _run(tmp_path: Path, zip_path: Path, *more: Path | str) -> list[str]:
+    """Import payload from each zip in turn, in a new Python (options: the strings in `more`)."""
     script = IMPORT_TWICE.format(
         module_dir=str(Path(zipimport_bytecode.__file__).parent), cache=str(tmp_path / "cache")
     )
+    zips = [str(z) for z in (zip_path, *more) if isinstance(z, Path)]
+    options = [o for o in more if isinstance(o, str)]
     done = subprocess.run(
-        [sys.executable, "-c", script, *map(str, zips)], capture_output=True, text=True, timeout=60
+        [sys.executable, *options, "-c", script, *zips], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
@@ -92,3 +95,10 @@ def test_a_damaged_entry_is_compiled_again(tmp_path: Path) -> None:
     (entry,) = (tmp_path / "cache").iterdir()
     entry.write_bytes(entry.read_bytes()[:10])  # a damaged disk (a killed writer leaves only its .tmp)
     assert _run(tmp_path, first)[0] == "42"
+
+
+def test_code_compiled_without_asserts_is_not_served_to_a_run_with_them(tmp_path: Path) -> None:
+    first = _zip(tmp_path / "first.zip", PAYLOAD)
+    _run(tmp_path, first, "-O")
+    _run(tmp_path, first)
+    assert len(list((tmp_path / "cache").iterdir())) == 2

@@ -33,7 +33,9 @@ def install() -> None:
 
 def cached_compile(pathname: str, source: bytes) -> types.CodeType:
     assert _compile_source is not None
-    key = hashlib.sha256(sys.implementation.cache_tag.encode() + b"\0" + source).hexdigest()
+    # What else shapes the code: the interpreter's bytecode version and -O (which drops asserts).
+    salt = f"{sys.implementation.cache_tag}-O{sys.flags.optimize}\0".encode()
+    key = hashlib.sha256(salt + source).hexdigest()
     path = os.path.join(CACHE_DIR, key)
     try:
         with open(path, "rb") as f:
