@@ -5,10 +5,10 @@ imports (tests/hosts/zipimport_bytecode.py), measured in one run.
 
 Starts one test host (tests/hosts: network namespace + sshd in a Debian chroot, real SSH through
 the harness's master), then runs a playbook of --tasks trivial `command: /bin/true` tasks, taking
-turns with and without the cache. Printed per side: the machine's busy CPU seconds per task (all
-processes: ansible-playbook and its workers here, ssh, the module's Python on the host), the
-median of the repeats, and the ratio. Run it on an otherwise idle machine: the busy time counts
-every process.
+turns with and without the cache (alternating which goes first). Printed per side: the machine's
+busy CPU seconds per task (all processes: ansible-playbook and its workers here, ssh, the module's
+Python on the host), the median of the repeats, and the ratio. Run it on an otherwise idle
+machine: the busy time counts every process.
 """
 
 from __future__ import annotations
@@ -59,12 +59,13 @@ def main() -> int:
         pth = hosts[0].root / PYTHON_SITE / "zipimport_bytecode.pth"
         installed = pth.read_text()
         figures: dict[str, list[float]] = {"cache": [], "no cache": []}
-        for _ in range(args.repeat):
-            for side in figures:
+        for i in range(args.repeat):
+            # Sides alternate which goes first, so neither always runs on a machine the other warmed.
+            for side in list(figures)[:: 1 if i % 2 == 0 else -1]:
                 if side == "cache":
                     pth.write_text(installed)
                 else:
-                    pth.unlink()
+                    pth.unlink(missing_ok=True)
                 figures[side].append(cpu_per_task(inventory, playbook, args.tasks))
         medians = {side: statistics.median(values) for side, values in figures.items()}
         for side, values in figures.items():

@@ -22,7 +22,7 @@ processes can run fleet runs side by side; `measuring_turn()` gives a test that 
 itself in the same turn.
 
 The hosts' Python caches the bytecode of the modules Ansible sends as zips, which Python itself
-never caches (zipimport_bytecode.py): a task costs the host a quarter less CPU.
+never caches (zipimport_bytecode.py): a trivial task costs this machine about a fifth less CPU.
 
 The hosts have no default route: the only addresses anything can reach are each other's and the
 bridge's. /proc/sys and /sys are read-only inside: the hosts share the test machine's kernel and
