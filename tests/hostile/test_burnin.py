@@ -81,11 +81,11 @@ def test_a_second_burnin_on_a_live_results_file_exits_at_once(
     proc, out = live_run
     path = out / "n1.jsonl"
     before = path.read_bytes()
-    # Stopped mid-check, the live run cannot finish: a second run that returns was refused at once,
-    # not queued behind it, however slowly this machine runs it. Should it queue, the live run
-    # resumes after a while, and the second finds the file free and runs (caught below).
-    os.kill(proc.pid, signal.SIGSTOP)
-    guard = threading.Timer(120, os.kill, (proc.pid, signal.SIGCONT))
+    # Stopped mid-check, the live run cannot finish: a second run that returns was refused, not
+    # queued behind it, however slowly this machine runs it. Should it queue, the live run resumes
+    # after a while, and the second finds the file free and runs (caught below).
+    proc.send_signal(signal.SIGSTOP)
+    guard = threading.Timer(120, proc.send_signal, (signal.SIGCONT,))
     guard.start()
     try:
         argv = ["--sku", "cpu", "--level", "quick", "--only", "stress"] + (["--resume"] if resume else [])
@@ -100,7 +100,7 @@ def test_a_second_burnin_on_a_live_results_file_exits_at_once(
         assert path.read_bytes() == before and not (out / "n1.jsonl.prev").exists()
     finally:
         guard.cancel()
-        os.kill(proc.pid, signal.SIGCONT)
+        proc.send_signal(signal.SIGCONT)
 
 
 # -- read-only and full output folders --------------------------------------------------------

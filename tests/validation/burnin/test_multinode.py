@@ -182,9 +182,15 @@ def test_a_hung_collective_is_killed_at_the_timeout_and_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = results(tmp_path)
-    # A rank that would outlive the launcher: it sits in the launcher's process group, its command
-    # line names this test's folder so that it can be found.
-    hang = [sys.executable, "-c", "import sys, time; time.sleep(600)", str(tmp_path)]
+    # A launcher that hangs, and a rank of its that would outlive it: the rank sits in the
+    # launcher's process group. Both command lines name this test's folder so they can be found.
+    rank = f"[sys.executable, '-c', 'import time; time.sleep(600)', {str(tmp_path)!r}]"
+    hang = [
+        sys.executable,
+        "-c",
+        f"import subprocess, sys, time; subprocess.Popen({rank}); time.sleep(600)",
+        str(tmp_path),
+    ]
     _pretend_torch(monkeypatch, hang)
     t0 = time.monotonic()
     assert multinode.main(args(path, "--timeout", "1")) == 2
@@ -194,7 +200,11 @@ def test_a_hung_collective_is_killed_at_the_timeout_and_recorded(
     rec = last_record(path)
     assert rec.status == "error" and rec.reason is not None
     assert rec.reason.startswith("no result within 1 s: the rendezvous at 10.0.0.1:29400")
-    assert _processes_naming(str(tmp_path)) == []  # killed and reaped, not left behind
+    # Killed, not left behind (the rank is reaped by whoever inherited it, a moment later).
+    deadline = time.monotonic() + 60
+    while _processes_naming(str(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_naming(str(tmp_path)) == []
 
 
 def _processes_naming(text: str) -> list[int]:

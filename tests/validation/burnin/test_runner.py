@@ -293,11 +293,11 @@ def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_pat
     try:
         path = out / "t1.jsonl"
         before = path.read_bytes()
-        # Stopped, the live run cannot finish: a second run that raises was refused at once, not
-        # queued for the lock, however slowly this machine runs it. Should it queue, the live run
-        # resumes after a while and the second runs once the lock is free (no RunBusy: caught).
-        os.kill(runner.pid, signal.SIGSTOP)
-        guard = threading.Timer(120, os.kill, (runner.pid, signal.SIGCONT))
+        # Stopped, the live run cannot finish: a second run that raises was refused, not queued
+        # for the lock, however slowly this machine runs it. Should it queue, the live run resumes
+        # after a while and the second runs once the lock is free (no RunBusy: caught).
+        runner.send_signal(signal.SIGSTOP)
+        guard = threading.Timer(120, runner.send_signal, (signal.SIGCONT,))
         guard.start()
         try:
             for resume in (False, True):
@@ -305,11 +305,12 @@ def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_pat
                     RunBusy, match=rf"t1\.jsonl: another burn-in \(pid {runner.pid} on {HOST}\)"
                 ):
                     run_burnin(opts(tmp_path, None if resume else ["ok"], resume=resume))  # type: ignore[arg-type]
+            # Not moved aside, not trimmed, not appended to: the live run's file is as it was
+            # (read while it is still stopped: resumed, it appends the slow check's record).
+            assert path.read_bytes() == before and not path.with_name("t1.jsonl.prev").exists()
         finally:
             guard.cancel()
-            os.kill(runner.pid, signal.SIGCONT)
-        # Not moved aside, not trimmed, not appended to: the live run's file is as it was.
-        assert path.read_bytes() == before and not path.with_name("t1.jsonl.prev").exists()
+            runner.send_signal(signal.SIGCONT)
     finally:
         runner.kill()  # a crash: the kernel releases the lock with the process
         runner.wait()
