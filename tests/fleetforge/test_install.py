@@ -111,8 +111,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Node:
     # serves the core dependencies. --no-compile, as the burnin role installs: what runs is compiled
     # when first imported (the install took 4.2 CPU-s so, 11.4 compiling every module).
     install = [sys.executable, "-m", "pip", "--python", str(made.venv / "bin" / "python"), "install"]
-    quiet = ["--quiet", "--disable-pip-version-check", "--no-compile"]
-    _ok(made.run([*install, *quiet, str(wheel)], 600), "pip install")
+    options = ["--quiet", "--disable-pip-version-check", "--no-compile"]
+    _ok(made.run([*install, *options, str(wheel)], 600), "pip install")
     return made
 
 
