@@ -93,10 +93,11 @@ def gate(
         Path | None,
         typer.Option(
             "--hosts-inventory",
-            metavar="FILE",
-            help="Ansible inventory (YAML) of the fleet: a node it does not list is rejected "
-            "(`unlisted`). With --act its host vars identify each node, and the `inventory` action "
-            "adds its `rejected` group there.",
+            metavar="PATH",
+            help="Ansible inventory of the fleet: a node it does not list is rejected (`unlisted`). "
+            "With --act its host vars identify each node, and the `inventory` action adds its "
+            "`rejected` group to it (a YAML file). A YAML file is read as is; a folder, INI or a "
+            "plugin's configuration (aws_ec2, gcp_compute, azure_rm) through ansible-inventory.",
         ),
     ] = None,
     azure_capacity: Annotated[
@@ -126,7 +127,9 @@ def gate(
     expected_checks = parse_expect_checks(expect_checks)
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
     chosen, sku_from = choose_sku(sku, fleet_spec)
-    listed = _inventory_hosts(hosts_inventory) if hosts_inventory is not None else None
+    # Read once: a plugin's inventory asks the cloud, and the actions must name the hosts judged.
+    hostvars = _inventory_hostvars(hosts_inventory) if hosts_inventory is not None else None
+    listed = list(hostvars) if hostvars is not None else None
     files = _read(results)
     # The records are long-lived from here on; without this every full collection during decide
     # rescans all of them (measured: most of the decision time at 10,000 nodes, see benchmarks/).
@@ -145,7 +148,7 @@ def gate(
     finally:
         gc.unfreeze()
     write_reports(result, outputs, fleet_spec, strict, spec)
-    acted = _act(actions, result, hosts_inventory, dry_run) if actions else None
+    acted = _act(actions, result, hostvars or {}, dry_run) if actions else None
     if as_json:
         from validation.reports.document import to_document
 
@@ -175,12 +178,13 @@ def parse_expect_checks(value: str | None) -> tuple[str, ...] | None:
     return names
 
 
-def _inventory_hosts(path: Path) -> list[str]:
-    """The hosts an inventory lists: with one, the gate judges no node outside it."""
+def _inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
+    """The hosts an inventory lists, with their vars: with one, the gate judges no node outside it,
+    and the actions find each node's identifiers there."""
     from validation.actions import ActionError, load_inventory_hostvars
 
     try:
-        return list(load_inventory_hostvars(path))
+        return load_inventory_hostvars(path)
     except ActionError as exc:
         fail(f"--hosts-inventory: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
 
@@ -199,12 +203,11 @@ def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacit
         fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
 
 
-def _act(actions: list[Any], result: GateResult, hosts_inventory: Path | None, dry_run: bool) -> Any:
-    from validation.actions import ActionError, load_inventory_hostvars, rejected_nodes, run_actions
+def _act(actions: list[Any], result: GateResult, hostvars: dict[str, dict[str, Any]], dry_run: bool) -> Any:
+    from validation.actions import ActionError, rejected_nodes, run_actions
 
     rejects = [(v.node, [r.message for r in v.reasons]) for v in result.nodes if not v.accepted]
     try:
-        hostvars = load_inventory_hostvars(hosts_inventory) if hosts_inventory is not None else {}
         return run_actions(actions, rejected_nodes(rejects, hostvars), dry_run=dry_run)
     except ActionError as exc:
         fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))

@@ -209,18 +209,28 @@ def test_a_fleet_run_inventory_host_that_is_not_a_plain_name_exits_65(
     assert tree(tmp_path) == {"hosts.yml"}
 
 
-@pytest.mark.parametrize("kind", ["fifo", "folder"])
-def test_a_hosts_inventory_that_is_not_a_file_is_one_line_never_a_hang(
-    cli: Any, tmp_path: Path, kind: str
+@pytest.mark.parametrize("act", [True, False], ids=["act", "judge"])
+def test_a_hosts_inventory_that_is_a_fifo_is_one_line_never_a_hang(
+    cli: Any, tmp_path: Path, act: bool
 ) -> None:
     results = results_with(tmp_path)
     inv = tmp_path / "hosts.yml"
-    if kind == "fifo":
-        os.mkfifo(inv)
-    else:
-        inv.mkdir()
+    os.mkfifo(inv)
     before = tree(tmp_path)
-    run = cli("gate", results, "--act", "inventory", "--hosts-inventory", inv)
+    run = cli("gate", results, *(["--act", "inventory"] if act else []), "--hosts-inventory", inv)
     assert run.code == exitcodes.DATA, run.err
     assert "not a regular file" in run.err and len(run.err.strip().splitlines()) == 1
+    assert tree(tmp_path) == before
+
+
+def test_the_inventory_action_refuses_a_folder_it_cannot_write_before_judging(
+    cli: Any, tmp_path: Path
+) -> None:
+    results = results_with(tmp_path)
+    inv = tmp_path / "inventory"
+    inv.mkdir()
+    before = tree(tmp_path)
+    run = cli("gate", results, "--act", "inventory", "--hosts-inventory", inv)
+    assert run.code == exitcodes.USAGE, run.err
+    assert "is a folder" in run.err and len(run.err.strip().splitlines()) == 1
     assert tree(tmp_path) == before

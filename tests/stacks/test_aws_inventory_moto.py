@@ -4,8 +4,8 @@ moto's server on localhost stands in for both APIs: an Auto Scaling group of thr
 made the way stacks/aws_compute.py makes it (tags propagated at launch, so each instance carries
 aws:autoscaling:groupName, which the outputs' node_filter names). Then the real commands run:
 `fleetforge inventory --stack-outputs` writes the amazon.aws.aws_ec2 configuration, the real
-`ansible-inventory` lists the group through it, and `fleetforge gate --act aws-unhealthy` marks the
-rejected node Unhealthy through boto3. Credentials are fake and every endpoint is moto's, so no
+`ansible-inventory` lists the group through it, and `fleetforge gate --act aws-unhealthy`, given that
+configuration as its `--hosts-inventory`, marks the rejected node Unhealthy through boto3. Credentials are fake and every endpoint is moto's, so no
 call can reach AWS.
 """
 
@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from fleet import ansible_yaml
 from tests.validation.gate import helpers
 from validation.actions.hostvars import hostvars_from_inventory_list
 
@@ -150,20 +149,26 @@ def command(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess
 
 
 @pytest.fixture(scope="module")
-def listing(
+def config(
     group: list[str], endpoint: str, cloud_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, Any]:
-    """`ansible-inventory --list` of the configuration `fleetforge inventory` writes, pointed at moto."""
+) -> Path:
+    """The amazon.aws.aws_ec2 configuration `fleetforge inventory` writes, pointed at moto."""
     folder = tmp_path_factory.mktemp("inventory")
     outputs = folder / "outputs.json"
     outputs.write_text(json.dumps(stack_outputs()), encoding="utf-8")
-    config = folder / "train-a.aws_ec2.yml"
+    path = folder / "train-a.aws_ec2.yml"
     done = command(
-        [str(BIN / "fleetforge"), "inventory", "--stack-outputs", str(outputs), "-o", str(config)], cloud_env
+        [str(BIN / "fleetforge"), "inventory", "--stack-outputs", str(outputs), "-o", str(path)], cloud_env
     )
     assert done.returncode == 0, done.stderr
     # A test-only override: the product's configuration talks to AWS's own endpoints.
-    config.write_text(config.read_text(encoding="utf-8") + f"endpoint_url: {endpoint}\n", encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8") + f"endpoint_url: {endpoint}\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def listing(config: Path, cloud_env: dict[str, str]) -> dict[str, Any]:
+    """`ansible-inventory --list` of that configuration."""
     listed = command([str(BIN / "ansible-inventory"), "-i", str(config), "--list"], cloud_env)
     assert listed.returncode == 0, listed.stderr
     data: dict[str, Any] = json.loads(listed.stdout)
@@ -191,12 +196,9 @@ def _health(env: dict[str, str], ids: list[str]) -> dict[str, str]:
 
 
 def test_the_gate_marks_exactly_the_rejected_instance_unhealthy_in_its_group(
-    listing: dict[str, Any], group: list[str], cloud_env: dict[str, str], tmp_path: Path
+    listing: dict[str, Any], config: Path, group: list[str], cloud_env: dict[str, str], tmp_path: Path
 ) -> None:
     hostvars = hostvars_from_inventory_list(listing)
-    # `--hosts-inventory` reads a YAML inventory: the plugin's listing, written as one.
-    inventory = tmp_path / "hosts.yml"
-    inventory.write_text(ansible_yaml.dump({"all": {"hosts": hostvars}}), encoding="utf-8")
     hosts = sorted(hostvars)
     slow = hosts[1]
     results = helpers.write(
@@ -207,7 +209,8 @@ def test_the_gate_marks_exactly_the_rejected_instance_unhealthy_in_its_group(
         },
     )
     gate = [str(BIN / "fleetforge"), "gate", str(results), "--act", "aws-unhealthy"]
-    gate += ["--hosts-inventory", str(inventory)]
+    # The plugin's configuration itself: the gate lists the group through ansible-inventory.
+    gate += ["--hosts-inventory", str(config)]
 
     planned = command([*gate, "--dry-run"], cloud_env)
     assert planned.returncode == 1, planned.stdout + planned.stderr  # a node rejected, nothing done

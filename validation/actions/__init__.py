@@ -30,6 +30,7 @@ from validation.actions.hostvars import (
     hostvars_from_inventory_list,
     ids_from_hostvars,
     load_inventory_hostvars,
+    only_ansible_reads,
     rejected_nodes,
 )
 from validation.actions.inventory_group import InventoryGroup
@@ -40,6 +41,7 @@ from validation.actions.model import (
     Call,
     CallOutcome,
     InventoryFileError,
+    InventoryNeedsAnsibleError,
     MissingSdkError,
     NodeIdentifierError,
     NodeIds,
@@ -95,6 +97,13 @@ def _build(name: str, o: ActionOptions) -> Action:
     if name == InventoryGroup.name:
         if o.inventory_path is None:
             raise ActionConfigError("action 'inventory' needs the inventory file to write (inventory_path)")
+        kind = only_ansible_reads(o.inventory_path)
+        if kind is not None:
+            raise ActionConfigError(
+                f"action 'inventory' writes its group into a YAML inventory file; {o.inventory_path} is "
+                f"{kind}: give it a YAML file of its own beside the inventory (Ansible merges every "
+                f"file of an inventory folder)"
+            )
         return InventoryGroup(o.inventory_path, o.inventory_group)
     if name == AwsSetUnhealthy.name:
         return AwsSetUnhealthy()
@@ -194,6 +203,7 @@ __all__ = [
     "GcpRecreate",
     "InventoryFileError",
     "InventoryGroup",
+    "InventoryNeedsAnsibleError",
     "KubernetesTaint",
     "MissingSdkError",
     "NodeIdentifierError",
@@ -209,6 +219,7 @@ __all__ = [
     "hostvars_from_inventory_list",
     "ids_from_hostvars",
     "load_inventory_hostvars",
+    "only_ansible_reads",
     "plan_actions",
     "rejected_nodes",
     "run_actions",

@@ -1,14 +1,16 @@
 """From an Ansible inventory to the identifiers the actions need.
 
 Stacks and on-prem inventories write each node's identifiers as host vars (names in
-`NodeIds.HOST_VARS`, documented in the README). Two sources are read:
+`NodeIds.HOST_VARS`, documented in the README). `load_inventory_hostvars` reads an inventory two ways:
 
-- `hostvars_from_inventory_list`: the JSON of `ansible-inventory -i INV --list`, whose `_meta.hostvars`
-  Ansible has already merged with full precedence (any inventory format, group_vars/, plugins).
-- `load_inventory_hostvars`: a YAML inventory file read directly (`!unsafe` values included) (the format `fleetforge inventory`
-  writes), merging vars the way Ansible does for one file: `all` first, then groups by depth
-  (parents before children, ties by name), then the host's own vars. group_vars/ and host_vars/
-  directories are not read; use the `--list` JSON when the inventory relies on them.
+- A YAML inventory file (the format `fleetforge inventory` writes for on-prem fleets) is read here,
+  without Ansible, `!unsafe` values included, merging vars the way Ansible does for one file: `all`
+  first, then groups by depth (parents before children, ties by name), then the host's own vars.
+  group_vars/ and host_vars/ beside it are not read.
+- Anything else Ansible reads (a folder, an inventory plugin's configuration such as the
+  amazon.aws.aws_ec2 file `fleetforge inventory --stack-outputs` writes, INI, a script) goes through
+  `ansible-inventory --list` (the onprem extra): `hostvars_from_inventory_list` takes its JSON,
+  whose vars Ansible has already merged with full precedence.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from typing import Any
 import yaml
 
 from fleet import ansible_yaml
-from validation.actions.model import InventoryFileError, NodeIds, RejectedNode
+from validation.actions.model import InventoryFileError, InventoryNeedsAnsibleError, NodeIds, RejectedNode
+from validation.fleetrun.hosts import (
+    HostListError,
+    MissingAnsibleError,
+    hosts_from_listing,
+    inventory_listing,
+)
 
 
 def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
@@ -53,15 +61,18 @@ def rejected_nodes(
 
 
 def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """`_meta.hostvars` of `ansible-inventory --list` output (already merged by Ansible)."""
+    """Every host of `ansible-inventory --list` output with its vars (`_meta.hostvars`, merged by
+    Ansible); a host listed only in a group, which Ansible leaves out of `_meta`, has none."""
     meta = data.get("_meta")
     hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
     if not isinstance(hostvars, Mapping):
         raise InventoryFileError("ansible-inventory --list output", "has no _meta.hostvars mapping")
-    return {
-        str(h): {str(k): _unwrap_unsafe(x) for k, x in v.items()} if isinstance(v, Mapping) else {}
+    found: dict[str, dict[str, Any]] = {host: {} for host in hosts_from_listing(data)}
+    found.update(
+        (str(h), {str(k): _unwrap_unsafe(x) for k, x in v.items()} if isinstance(v, Mapping) else {})
         for h, v in hostvars.items()
-    }
+    )
+    return found
 
 
 def _unwrap_unsafe(value: Any) -> Any:
@@ -76,21 +87,52 @@ def _unwrap_unsafe(value: Any) -> Any:
 
 
 def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
-    """Every host of a YAML inventory file with its merged vars."""
-    if path.exists() and not path.is_file():
-        # A FIFO would block the read forever; a folder needs ansible-inventory's merge.
-        raise InventoryFileError(str(path), "is not a regular file (give the YAML inventory file itself)")
+    """Every host of the inventory with its merged vars: a YAML inventory file read here, anything
+    else through Ansible (see the module's doc). Raises InventoryFileError, or
+    InventoryNeedsAnsibleError when only Ansible reads it and Ansible is not installed."""
+    kind, data = _classify(path)
+    if kind is None:
+        return _Inventory(str(path), data).hostvars()
     try:
-        data = ansible_yaml.load(path.read_text(encoding="utf-8"))
+        listing = inventory_listing(path)
+    except MissingAnsibleError as exc:
+        raise InventoryNeedsAnsibleError(str(path), f"is {kind}: only Ansible reads it, and {exc}") from None
+    except HostListError as exc:
+        raise InventoryFileError(str(path), f"is {kind}, and {exc}") from None
+    return hostvars_from_inventory_list(listing)
+
+
+def only_ansible_reads(path: Path) -> str | None:
+    """What the inventory is ("a folder", "the configuration of inventory plugin ...") when only
+    Ansible reads it, or None for a YAML inventory file and for a path that does not exist yet."""
+    return _classify(path)[0] if path.exists() else None
+
+
+def _classify(path: Path) -> tuple[str | None, Any]:
+    """(what only Ansible reads it as, or None; the parsed YAML inventory when it is one)."""
+    if path.is_dir():
+        return "a folder", None
+    if path.exists() and not path.is_file():
+        # A FIFO would block the read forever, Ansible's as much as this one.
+        raise InventoryFileError(str(path), "is not a regular file or a folder")
+    try:
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InventoryFileError(str(path), "no such file", missing=True) from None
     except OSError as exc:
         raise InventoryFileError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
     except UnicodeDecodeError:
         raise InventoryFileError(str(path), "is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        raise InventoryFileError(str(path), f"is not valid YAML: {exc}") from None
-    return _Inventory(str(path), data).hostvars()
+    try:
+        data = ansible_yaml.load(text)
+    except yaml.YAMLError:
+        return "not YAML", None
+    if isinstance(data, Mapping) and isinstance(data.get("plugin"), str):
+        return f"the configuration of inventory plugin {data['plugin']!r}", None
+    if isinstance(data, str):
+        # INI lines and scripts often parse as one YAML string.
+        return "not a YAML inventory (INI, or a script)", None
+    return None, data
 
 
 def inventory_hosts(data: Any, where: str) -> set[str]:

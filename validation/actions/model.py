@@ -202,6 +202,17 @@ class InventoryFileError(ActionError):
         super().__init__(f"{path}: {problem}")
 
 
+class InventoryNeedsAnsibleError(ActionError):
+    """Only Ansible reads the inventory (a folder, a plugin's configuration, INI) and it is not
+    installed; the message names the extra that brings it."""
+
+    exit_name = "UNAVAILABLE"
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: {problem}")
+
+
 class MissingSdkError(ActionError):
     """The SDK an action needs is not installed; the message names the extra that brings it."""
 

@@ -5,9 +5,6 @@ cloud's replace actions (AWS set-unhealthy, GCP recreate, Azure delete-and-scale
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +21,7 @@ from validation.actions import (
     plan_actions,
 )
 from validation.bringup.interfaces import BurnIn, ReplaceOutcome
-from validation.fleetrun.hosts import HostListError, ansible_tool, list_hosts
+from validation.fleetrun.hosts import HostListError, inventory_listing, list_hosts
 from validation.fleetrun.run import FleetRunOptions, run_fleet
 
 # The actions that replace a node through its cloud's group; the others (quarantine group, drain,
@@ -64,29 +61,10 @@ class AnsibleInventory:
         return list_hosts(self.path)
 
     def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        exe = ansible_tool("ansible-inventory")
-        env = {**os.environ, "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True", "ANSIBLE_NOCOLOR": "True"}
         try:
-            done = subprocess.run(
-                [str(exe), "-i", str(self.path), "--list"],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env=env,
-            )
-        except subprocess.TimeoutExpired:
-            raise HostListError(
-                f"--inventory {self.path}: ansible-inventory did not answer in 300 s"
-            ) from None
-        if done.returncode != 0:
-            words = " ".join(done.stderr.split())[-600:] or f"exit {done.returncode}"
-            raise HostListError(f"--inventory {self.path}: Ansible cannot read it: {words}")
-        try:
-            return hostvars_from_inventory_list(json.loads(done.stdout))
-        except json.JSONDecodeError as exc:
-            raise HostListError(
-                f"--inventory {self.path}: ansible-inventory printed no JSON ({exc.msg})"
-            ) from None
+            return hostvars_from_inventory_list(inventory_listing(self.path))
+        except HostListError as exc:
+            raise HostListError(f"--inventory {self.path}: {exc}") from None
 
 
 class ActionReplacer:

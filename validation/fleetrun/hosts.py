@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,11 @@ def ansible_tool(name: str) -> Path:
     return Path(found)
 
 
-def list_hosts(inventory: Path) -> list[str]:
-    """Host names in natural order; raises HostListError with Ansible's words when it cannot parse."""
+def inventory_listing(inventory: Path) -> dict[str, Any]:
+    """`ansible-inventory --list` of the inventory: any form Ansible reads (YAML, INI, a folder with
+    group_vars/, a plugin's configuration, a script), vars merged with Ansible's precedence. Raises
+    HostListError, with Ansible's words, when Ansible cannot read it, and MissingAnsibleError
+    without Ansible."""
     exe = ansible_tool("ansible-inventory")
     env = {
         **os.environ,
@@ -62,16 +66,37 @@ def list_hosts(inventory: Path) -> list[str]:
             [str(exe), "-i", str(inventory), "--list"], capture_output=True, text=True, timeout=300, env=env
         )
     except subprocess.TimeoutExpired:
-        raise HostListError(f"--inventory {inventory}: ansible-inventory did not answer in 300 s") from None
+        raise HostListError("ansible-inventory did not answer in 300 s") from None
     if done.returncode != 0:
-        words = " ".join(done.stderr.split())[-600:] or f"exit {done.returncode}"
-        raise HostListError(f"--inventory {inventory}: Ansible cannot read it: {words}")
+        raise HostListError(f"Ansible cannot read it: {why_unparsed(done.stderr) or f'exit {done.returncode}'}")
     try:
         doc = json.loads(done.stdout)
     except json.JSONDecodeError as exc:
-        raise HostListError(
-            f"--inventory {inventory}: ansible-inventory printed no JSON ({exc.msg})"
-        ) from None
+        raise HostListError(f"ansible-inventory printed no JSON ({exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise HostListError("ansible-inventory printed no inventory listing")
+    return doc
+
+
+# ansible-inventory's stderr says, plugin by plugin, why each could not parse the source, among
+# deprecation warnings and a closing "[ERROR]: Completely failed to parse inventory source".
+_PLUGIN_FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\w.]+)' plugin: (.+)$", re.M)
+
+
+def why_unparsed(stderr: str) -> str:
+    """Each inventory plugin's reason for refusing the source ("auto: Failed to describe instances:
+    Unable to locate credentials; yaml: ..."), or the end of stderr when Ansible gave none."""
+    reasons = [f"{plugin}: {reason.strip()}" for plugin, reason in _PLUGIN_FAILED.findall(stderr)]
+    text = "; ".join(reasons) if reasons else " ".join(stderr.split())
+    return text[:600] if reasons else text[-600:]
+
+
+def list_hosts(inventory: Path) -> list[str]:
+    """Host names in natural order; raises HostListError with Ansible's words when it cannot parse."""
+    try:
+        doc = inventory_listing(inventory)
+    except HostListError as exc:
+        raise HostListError(f"--inventory {inventory}: {exc}") from None
     hosts = hosts_from_listing(doc)
     if not hosts:
         raise HostListError(f"--inventory {inventory}: names no host")

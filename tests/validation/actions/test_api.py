@@ -178,6 +178,20 @@ def test_yaml_reader_agrees_with_ansible_inventory() -> None:
         assert ids_from_hostvars(ours[host]) == ids_from_hostvars(from_ansible[host])
 
 
+def test_a_host_ansible_lists_without_vars_is_still_a_host(tmp_path: Path) -> None:
+    pytest.importorskip("ansible")
+    ini = tmp_path / "hosts.ini"
+    ini.write_text("[gpu]\nbare-01\nnamed-02 slurm_node_name=gpu002\n")
+    exe = Path(sys.executable).parent / "ansible-inventory"
+    out = subprocess.run(
+        [str(exe), "-i", str(ini), "--list"], capture_output=True, text=True, check=True, timeout=120
+    )
+    listing = json.loads(out.stdout)
+    assert "bare-01" not in listing["_meta"]["hostvars"]  # Ansible leaves it out of _meta
+    assert hostvars_from_inventory_list(listing) == {"bare-01": {}, "named-02": {"slurm_node_name": "gpu002"}}
+    assert load_inventory_hostvars(ini) == hostvars_from_inventory_list(listing)  # INI: read by Ansible
+
+
 def test_rejected_nodes_pairs_reasons_with_ids_and_names_what_is_missing() -> None:
     nodes = rejected_nodes(
         [("gpu-02", ["slow"]), ("stray-9", ["unreachable"])], load_inventory_hostvars(FIXTURE)
