@@ -3,6 +3,8 @@ extracted once beside it as the read-only lower layer of every host's overlay ro
 
 The tarball is keyed by a hash of what goes into it, so a change to the package lists builds a new
 one and two harnesses that want the same root share it (a file lock stops them building it twice).
+Roots of other keys (about 800 MB each, tarball and tree) go once no harness has used them for a
+week, unless one still holds or mounts them.
 
 Test hosts have no route off their private subnet, so the root carries what they may install later:
 `apt-get install --download-only` fills /var/cache/apt/archives with OFFLINE_DEBS (and their
@@ -18,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -56,6 +59,8 @@ OFFLINE_DEBS = (
 )
 # Bump when the build steps change in a way the package lists do not show.
 RECIPE = "4"
+# A root of another key unused this long is removed.
+STALE_AFTER_S = 7 * 24 * 3600
 
 
 class RootfsUnavailable(RuntimeError):
@@ -100,8 +105,41 @@ def cached_root_tree() -> Path:
                 capture_output=True,
                 timeout=600,
             )
-            ready.touch()
+        ready.touch()  # also when it was ready: the mark of its last use
+    prune_stale(keep=root_key())
     return tree
+
+
+def prune_stale(keep: str) -> list[str]:
+    """Remove the roots of keys other than `keep` whose last use is older than STALE_AFTER_S, and
+    return those keys. A root a harness is building or extracting (its lock is held) or that a host
+    mounts as its lower layer stays, however old. The empty lock files stay: a harness may have one
+    open."""
+    cutoff = time.time() - STALE_AFTER_S
+    mounted = Path("/proc/self/mountinfo").read_text()
+    removed: list[str] = []
+    for tarball in sorted(CACHE_DIR.glob("*.tar")):
+        key = tarball.stem
+        tree = CACHE_DIR / f"{key}.root"
+        used = CACHE_DIR / f"{key}.root.ready"
+        last = max(p.stat().st_mtime for p in (tarball, used) if p.exists())
+        if key == keep or last >= cutoff or str(tree) in mounted:
+            continue
+        with (
+            open(CACHE_DIR / f"{key}.lock", "a") as build,
+            open(CACHE_DIR / f"{key}.root.lock", "a") as extract,
+        ):
+            try:
+                fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(extract, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            used.unlink(missing_ok=True)  # first: a half-removed tree is never taken for a ready one
+            if tree.exists():
+                subprocess.run(["rm", "-rf", "--one-file-system", str(tree)], check=True, timeout=300)
+            tarball.unlink()
+        removed.append(key)
+    return removed
 
 
 def ensure_tools() -> None:
