@@ -48,7 +48,7 @@ from typing import Any
 
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, instant, read_results, utc_now
 from validation.burnin.probes.allreduce_cpu import bus_factor
-from validation.burnin.procutil import USAGE, UsageExitParser
+from validation.burnin.procutil import UsageExitParser
 
 CHECK = "multinode_collectives"
 METRIC = "multinode_allreduce_busbw_gbps"
@@ -68,7 +68,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, required=True, help="this node's <node>.jsonl")
     p.add_argument("--self", dest="me", default="", help="this node's inventory name")
     p.add_argument("--members", default="", help="comma-separated inventory names of the nodes that join")
-    p.add_argument("--endpoint", default="", help="HOST:PORT where the first member serves the rendezvous")
+    p.add_argument(
+        "--endpoint",
+        type=Endpoint.parse,
+        default=None,
+        help="HOST:PORT where the first member serves the rendezvous",
+    )
     p.add_argument("--local-addr", default="", help="address other nodes reach this node at")
     p.add_argument("--rdzv-id", default="fleetforge-burnin")
     p.add_argument("--nproc", type=int, default=0, help="processes per node; 0: one per GPU, else one")
@@ -83,12 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.worker:
         return worker(args)
-    if args.endpoint:
-        try:
-            split_endpoint(args.endpoint)
-        except ValueError as exc:
-            print(f"python -m validation.burnin.multinode: error: {exc}", file=sys.stderr)
-            return USAGE
     return launch(args)
 
 
@@ -135,7 +134,9 @@ def launch(args: argparse.Namespace) -> int:
     return EXIT["error"]
 
 
-def skip_reason(torch_found: bool, me: str, members: Sequence[str], endpoint: str, prefix: str) -> str | None:
+def skip_reason(
+    torch_found: bool, me: str, members: Sequence[str], endpoint: Endpoint | None, prefix: str
+) -> str | None:
     """Why this node does not take part, or None when it does."""
     if not torch_found:
         return (
@@ -146,7 +147,7 @@ def skip_reason(torch_found: bool, me: str, members: Sequence[str], endpoint: st
         return f"this node ({me}) is not among the nodes ready for the all-reduce ({', '.join(members) or 'none'})"
     if len(members) < 2:
         return f"only {len(members)} node ready for the all-reduce across nodes ({', '.join(members)}): nothing to measure across"
-    if not endpoint:
+    if endpoint is None:
         return "no rendezvous endpoint was given"
     return None
 
@@ -164,11 +165,10 @@ def launch_command(args: argparse.Namespace, members: Sequence[str], nproc: int)
     """torchrun for several ranks on this node, the worker itself for one (the module's docstring)."""
     if nproc > 1:
         return Ranks(torchrun_argv(args, len(members), nproc), {}, "torchrun")
-    host, port = split_endpoint(args.endpoint)
     rank = list(members).index(args.me)
     env = {
-        "MASTER_ADDR": host,
-        "MASTER_PORT": str(port),
+        "MASTER_ADDR": args.endpoint.host,
+        "MASTER_PORT": str(args.endpoint.port),
         "RANK": str(rank),
         "WORLD_SIZE": str(len(members)),
         "LOCAL_RANK": "0",
@@ -183,13 +183,24 @@ def launch_command(args: argparse.Namespace, members: Sequence[str], nproc: int)
     )
 
 
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """HOST:PORT, [V6]:PORT -> (host, port); ValueError naming the endpoint otherwise."""
-    host, sep, port = endpoint.rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--endpoint must be HOST:PORT, got {endpoint!r}")
-    return host, int(port)
+@dataclass(frozen=True)
+class Endpoint:
+    """The rendezvous's HOST:PORT, split once where the command line is parsed."""
+
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Endpoint:
+        """HOST:PORT or [V6]:PORT; argparse's usage error (exit 64) naming the value otherwise."""
+        host, sep, port = text.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise argparse.ArgumentTypeError(f"must be HOST:PORT, got {text!r}")
+        return cls(host, int(port))
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def _worker_args(args: argparse.Namespace) -> list[str]:

@@ -68,7 +68,9 @@ def inventory_listing(inventory: Path) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         raise HostListError("ansible-inventory did not answer in 300 s") from None
     if done.returncode != 0:
-        raise HostListError(f"Ansible cannot read it: {why_unparsed(done.stderr) or f'exit {done.returncode}'}")
+        raise HostListError(
+            f"Ansible cannot read it: {why_unparsed(done.stderr) or f'exit {done.returncode}'}"
+        )
     try:
         doc = json.loads(done.stdout)
     except json.JSONDecodeError as exc:

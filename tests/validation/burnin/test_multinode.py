@@ -74,7 +74,8 @@ def test_busbw_follows_nccl_tests() -> None:
 def test_who_takes_part(
     torch_found: bool, me: str, members: list[str], endpoint: str, expect: str | None
 ) -> None:
-    why = multinode.skip_reason(torch_found, me, members, endpoint, "/opt/fleetforge/venv")
+    given = multinode.Endpoint.parse(endpoint) if endpoint else None
+    why = multinode.skip_reason(torch_found, me, members, given, "/opt/fleetforge/venv")
     assert (why is None) if expect is None else (why is not None and expect in why)
 
 
@@ -140,7 +141,9 @@ def test_one_rank_per_node_starts_the_worker_with_its_place_among_the_members(tm
     [("10.0.0.1:29400", ("10.0.0.1", 29400)), ("[fd00::1]:29400", ("fd00::1", 29400)), ("h0:1", ("h0", 1))],
 )
 def test_endpoints_split_into_host_and_port(endpoint: str, expect: tuple[str, int]) -> None:
-    assert multinode.split_endpoint(endpoint) == expect
+    parsed = multinode.Endpoint.parse(endpoint)
+    assert (parsed.host, parsed.port) == expect
+    assert str(parsed) == endpoint  # as torchrun's --rdzv-endpoint takes it
 
 
 @pytest.mark.parametrize("endpoint", ["10.0.0.1", "10.0.0.1:", ":29400", "10.0.0.1:http", "10.0.0.1:70000"])
@@ -150,8 +153,10 @@ def test_a_bad_endpoint_is_a_usage_error_that_records_nothing(
     path = results(tmp_path)
     argv = args(path)
     argv[argv.index("--endpoint") + 1] = endpoint
-    assert multinode.main(argv) == procutil.USAGE
-    assert "--endpoint must be HOST:PORT" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        multinode.main(argv)
+    assert exited.value.code == procutil.USAGE
+    assert "argument --endpoint: must be HOST:PORT" in capsys.readouterr().err
     assert read_results(path).checks == []
 
 
