@@ -105,10 +105,8 @@ def _tpu_inventory(outputs: dict[str, Any], output: Path | None) -> dict[str, An
     """Lists the TPU VMs through the API; the -o name is checked first, so a bad name costs no call."""
     if output is not None:
         _check_static_name(output)
-    fleet = tpu_inventory.fleet_from_outputs(outputs)
     try:
-        client = tpu_inventory.default_client()
-        return tpu_inventory.inventory(fleet, tpu_inventory.list_hosts(fleet, client))
+        return tpu_inventory.from_tpu_outputs(outputs)
     except tpu_inventory.TpuApiUnavailable as exc:
         fail(str(exc), exitcodes.UNAVAILABLE)
 

@@ -228,11 +228,6 @@ class Attribution:
     def guilty_hosts(self) -> tuple[str, ...]:
         return tuple(f.host for f in self.guilty)
 
-    def host_metrics(self) -> dict[str, dict[str, float]]:
-        """Per host, the metrics to append to its burn-in results (hosts with no completed pair get
-        none: the gate treats a missing metric as a failure, which is what such a host earned)."""
-        return {h: f.metrics() for h, f in self.figures.items()}
-
     def as_dict(self) -> dict[str, object]:
         return {
             "hosts": len(self.hosts),

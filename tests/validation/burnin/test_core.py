@@ -47,9 +47,9 @@ def test_sysfs_perftest_fio_throttle_parsers() -> None:
     assert sysfs.ib_rate_gbitps("2.5 Gb/sec (1X SDR)") == 2.5
     assert sysfs.ib_rate_gbitps("") is None
     assert sysfs.ib_state("4: ACTIVE") == "ACTIVE" and sysfs.ib_state("1: DOWN") == "DOWN"
-    assert perftest.write_bw_gbitps(fixture_text("perftest/ib_write_bw_ndr.txt")) == 385.71
+    assert perftest.bw_average_gbitps(fixture_text("perftest/ib_write_bw_ndr.txt")) == 385.71
     with pytest.raises(ValueError, match="BW average"):
-        perftest.write_bw_gbitps(fixture_text("perftest/ib_write_bw_failed.txt"))
+        perftest.bw_average_gbitps(fixture_text("perftest/ib_write_bw_failed.txt"))
     assert fio.throughput_mbps(fixture_text("fio/seq_write.json"), "write") == 1864.135111
     with pytest.raises(ValueError, match="failed with error 5"):
         fio.throughput_mbps(fixture_text("fio/job_error.json"), "read")

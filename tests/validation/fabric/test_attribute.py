@@ -58,7 +58,7 @@ def test_one_bad_host_in_64(seed: int) -> None:
     assert len(evidence) == 3 and all("node17" in e.result.pair and e.verdict == "slow" for e in evidence)
     assert not a.suspect_links and not a.inconclusive
     # The partners of the bad host keep healthy per-host figures; the bad host does not.
-    metrics = a.host_metrics()
+    metrics = {h: f.metrics() for h, f in a.figures.items()}
     assert metrics["node17"][HOST_METRIC] < NOMINAL * 0.2
     assert min(v[HOST_METRIC] for h, v in metrics.items() if h != "node17") > NOMINAL * 0.8
 
@@ -96,7 +96,8 @@ def test_dead_host_is_guilty_and_its_partners_are_not() -> None:
     assert a.guilty[0].kind == "failed_with_every_partner"
     assert "host unreachable" in a.guilty[0].reason
     assert not a.suspect_links and not a.inconclusive
-    assert HOST_METRIC not in a.host_metrics()["node5"]  # nothing measured: the gate fails it closed
+    # Nothing measured: no figure goes into its results, and the gate fails it closed.
+    assert a.figures["node5"].best_gbps is None and HOST_METRIC not in a.figures["node5"].metrics()
 
 
 def test_host_slow_with_two_of_three_partners_repeats_and_is_guilty() -> None:

@@ -53,10 +53,6 @@ def bw_average_gbitps(text: str) -> float:
     return value * _TO_GBITPS[unit]
 
 
-# The name the fabric check has always used; any perftest bandwidth report is read the same way.
-write_bw_gbitps = bw_average_gbitps
-
-
 def _is_number(token: str) -> bool:
     try:
         float(token)
