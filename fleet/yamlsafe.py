@@ -172,6 +172,14 @@ _SpecLoader.add_constructor("tag:yaml.org,2002:int", _construct_core_int)
 _SpecLoader.add_constructor("tag:yaml.org,2002:float", _construct_core_float)
 
 
+def yaml_error_text(exc: yaml.YAMLError) -> str:
+    """"not valid YAML at line L, column C: problem", on one line, from PyYAML's error."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None)
+    return f"not valid YAML{where}" + (f": {problem}" if problem else "")
+
+
 def loads(text: str) -> Any:
     """One YAML document as Python data; RefusedYamlError with line numbers for anything refused."""
     if "\x00" in text:
@@ -181,9 +189,6 @@ def loads(text: str) -> Any:
     except RefusedYamlError:
         raise
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None)
-        raise RefusedYamlError(f"not valid YAML{where}" + (f": {problem}" if problem else "")) from None
+        raise RefusedYamlError(yaml_error_text(exc)) from None
     except (RecursionError, MemoryError):
         raise RefusedYamlError("too large or too deeply nested to read") from None

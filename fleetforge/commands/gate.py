@@ -4,7 +4,8 @@ Exit codes (docs/exit-codes.md). Without a spec: 0 every node accepted, 1 a node
 what it measured, 2 a node's results were missing, errored or unreadable (2 outranks 1). With a
 spec: 0 when at least `nodes` nodes are accepted, 1 when not; `--strict` makes any reject fatal
 (exit as without a spec). 64 bad options, 65 results or spec unusable (mixed SKUs), 66 a results
-path or the spec missing, 69 `--html` without matplotlib. A results entry that is no readable file
+path or the spec missing, 69 `--html` without matplotlib or a `--hosts-inventory` only Ansible reads
+(a folder, INI, a plugin's configuration) without Ansible. A results entry that is no readable file
 (a FIFO, a folder or a dangling symlink named *.jsonl) is an unreadable entry for its node (2),
 never a reason to stop judging the others.
 
@@ -200,7 +201,7 @@ def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacit
             names, ActionOptions(inventory_path=hosts_inventory, azure_capacity=azure_capacity)
         )
     except ActionError as exc:
-        fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
+        fail(f"--act: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
 
 
 def _act(actions: list[Any], result: GateResult, hostvars: dict[str, dict[str, Any]], dry_run: bool) -> Any:
@@ -210,7 +211,7 @@ def _act(actions: list[Any], result: GateResult, hostvars: dict[str, dict[str, A
     try:
         return run_actions(actions, rejected_nodes(rejects, hostvars), dry_run=dry_run)
     except ActionError as exc:
-        fail(f"--act: {exc}", getattr(exitcodes, exc.exit_name))
+        fail(f"--act: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
 
 
 def _read(inputs: list[Path]) -> list[ResultFile]:

@@ -121,3 +121,46 @@ def test_the_inventory_action_refuses_a_plugins_configuration_it_cannot_write(
     assert code == exitcodes.USAGE and doc == {}  # refused before anything was judged or asked
     assert "inventory plugin 'amazon.aws.aws_ec2'" in err and "YAML file of its own" in err
     assert config.read_text() == before
+
+
+def test_host_vars_beside_a_yaml_file_are_merged_as_ansible_merges_them(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "inventory"
+    (folder / "host_vars").mkdir(parents=True)
+    hosts = {f"node{i}": {"slurm_node_name": f"gpu{i}"} for i in range(1, 6)}
+    (folder / "hosts.yml").write_text(yaml.safe_dump({"gpu": {"hosts": hosts}}))
+    # The node was moved; the file still names its old slot, host_vars/ the new one, and Ansible
+    # (so every playbook) takes host_vars/: so must the action, or it drains the wrong node.
+    (folder / "host_vars" / "node3.yml").write_text("slurm_node_name: rack2-node3\n")
+    code, doc, _ = gate(
+        capsys, results, "--hosts-inventory", folder / "hosts.yml", "--act", "slurm-drain", "--dry-run"
+    )
+    assert code == exitcodes.REJECTED
+    assert "NodeName=rack2-node3" in drained(doc)["node3"]
+
+
+def test_an_executable_script_inventory_is_run_by_ansible(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    listing = {
+        "gpu": {"hosts": [f"node{i}" for i in range(1, 6)]},
+        "_meta": {"hostvars": {"node3": {"slurm_node_name": "from-cmdb-3"}}},
+    }
+    script = tmp_path / "cmdb"
+    script.write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(listing)}\nEOF\n")
+    script.chmod(0o755)
+    code, doc, _ = gate(capsys, results, "--hosts-inventory", script, "--act", "slurm-drain", "--dry-run")
+    assert code == exitcodes.REJECTED
+    assert "NodeName=from-cmdb-3" in drained(doc)["node3"]
+
+
+def test_broken_yaml_in_a_yaml_file_is_the_parsers_error_not_ansibles(
+    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "hosts.yml"
+    broken.write_text("all:\n  hosts:\n    node1: {slurm_node_name: [unclosed\n")
+    code, doc, err = gate(capsys, results, "--hosts-inventory", broken)
+    assert code == exitcodes.DATA and doc == {}
+    assert "is not valid YAML at line 4, column 1: expected ','" in err and "Ansible" not in err
+    assert len(err.strip().splitlines()) == 1

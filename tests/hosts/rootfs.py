@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -61,6 +62,8 @@ OFFLINE_DEBS = (
 RECIPE = "4"
 # A root of another key unused this long is removed.
 STALE_AFTER_S = 7 * 24 * 3600
+# What root_key() names roots by: nothing else in the cache folder is ever removed.
+_KEY = re.compile(r"[0-9a-f]{16}")
 
 
 class RootfsUnavailable(RuntimeError):
@@ -88,13 +91,14 @@ def cached_root_tree() -> Path:
     root overlays (harness.py). Extracting the tarball for each host cost 0.8 CPU-s alone and 3.6 on
     average during a full test run (34 hosts, 121 CPU-s of tar, mostly the kernel's writes); an
     overlay mount costs nothing and a host's writes go to its own upper layer."""
-    tarball = cached_root_tarball()
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tree = CACHE_DIR / f"{root_key()}.root"
     ready = CACHE_DIR / f"{root_key()}.root.ready"
-    # Its own lock file: cached_root_tarball's lock is released, and flock on a second open of the
-    # same file would wait on this process itself.
+    # Its own lock file (flock on a second open of cached_root_tarball's would wait on this process
+    # itself), held from before the tarball is asked for: prune_stale never takes a root in between.
     with open(CACHE_DIR / f"{root_key()}.root.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        tarball = cached_root_tarball()
         if not ready.exists():
             if tree.exists():  # half extracted by a run that was killed
                 subprocess.run(["rm", "-rf", "--one-file-system", str(tree)], check=True, timeout=300)
@@ -113,33 +117,47 @@ def cached_root_tree() -> Path:
 def prune_stale(keep: str) -> list[str]:
     """Remove the roots of keys other than `keep` whose last use is older than STALE_AFTER_S, and
     return those keys. A root a harness is building or extracting (its lock is held) or that a host
-    mounts as its lower layer stays, however old. The empty lock files stay: a harness may have one
-    open."""
-    cutoff = time.time() - STALE_AFTER_S
-    mounted = Path("/proc/self/mountinfo").read_text()
+    mounts as its lower layer stays, however old; both are read again once the locks are held, as
+    is the last use. Best effort: what cannot be removed now stays for a later run. Only names this
+    module writes are touched, whatever else the cache folder holds; the empty lock files stay (a
+    harness may have one open)."""
     removed: list[str] = []
     for tarball in sorted(CACHE_DIR.glob("*.tar")):
         key = tarball.stem
-        tree = CACHE_DIR / f"{key}.root"
-        used = CACHE_DIR / f"{key}.root.ready"
-        last = max(p.stat().st_mtime for p in (tarball, used) if p.exists())
-        if key == keep or last >= cutoff or str(tree) in mounted:
+        if key == keep or not _KEY.fullmatch(key):
             continue
-        with (
-            open(CACHE_DIR / f"{key}.lock", "a") as build,
-            open(CACHE_DIR / f"{key}.root.lock", "a") as extract,
-        ):
-            try:
-                fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                fcntl.flock(extract, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+        try:
+            if not _stale(key):
                 continue
-            used.unlink(missing_ok=True)  # first: a half-removed tree is never taken for a ready one
-            if tree.exists():
-                subprocess.run(["rm", "-rf", "--one-file-system", str(tree)], check=True, timeout=300)
-            tarball.unlink()
+            with (
+                open(CACHE_DIR / f"{key}.lock", "a") as build,
+                open(CACHE_DIR / f"{key}.root.lock", "a") as tree_lock,
+            ):
+                fcntl.flock(build, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(tree_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if not _stale(key):
+                    continue
+                # The mark first: a half-removed tree is never taken for a ready one.
+                (CACHE_DIR / f"{key}.root.ready").unlink(missing_ok=True)
+                tree = CACHE_DIR / f"{key}.root"
+                if tree.exists():
+                    subprocess.run(["rm", "-rf", "--one-file-system", str(tree)], check=True, timeout=300)
+                tarball.unlink()
+        except (BlockingIOError, FileNotFoundError):
+            continue
+        except (OSError, subprocess.SubprocessError) as exc:
+            print(f"rootfs cache: could not remove the root {key} ({exc}); a later run tries again")
+            continue
         removed.append(key)
     return removed
+
+
+def _stale(key: str) -> bool:
+    """Unused for STALE_AFTER_S and mounted by no host; FileNotFoundError once it is gone."""
+    ready = CACHE_DIR / f"{key}.root.ready"
+    last = max((CACHE_DIR / f"{key}.tar").stat().st_mtime, ready.stat().st_mtime if ready.exists() else 0.0)
+    mounted = str(CACHE_DIR / f"{key}.root") in Path("/proc/self/mountinfo").read_text()
+    return last < time.time() - STALE_AFTER_S and not mounted
 
 
 def ensure_tools() -> None:

@@ -14,6 +14,8 @@ import pytest
 from tests.hosts import rootfs
 
 WEEK_AGO = time.time() - rootfs.STALE_AFTER_S - 3600
+# Keys as root_key() writes them.
+CURRENT, STALE, RECENT = "0" * 16, "5" * 16, "a" * 16
 
 
 @pytest.fixture
@@ -38,22 +40,30 @@ def present(cache: Path, key: str) -> bool:
 
 
 def test_a_root_unused_for_a_week_goes_and_the_current_and_recent_ones_stay(cache: Path) -> None:
-    cached(cache, "current", WEEK_AGO)
-    cached(cache, "stale", WEEK_AGO)
-    cached(cache, "recent", time.time() - 3600)
-    assert rootfs.prune_stale(keep="current") == ["stale"]
-    assert not present(cache, "stale") and not (cache / "stale.root.ready").exists()
-    assert present(cache, "current") and present(cache, "recent")
+    cached(cache, CURRENT, WEEK_AGO)
+    cached(cache, STALE, WEEK_AGO)
+    cached(cache, RECENT, time.time() - 3600)
+    assert rootfs.prune_stale(keep=CURRENT) == [STALE]
+    assert not present(cache, STALE) and not (cache / f"{STALE}.root.ready").exists()
+    assert present(cache, CURRENT) and present(cache, RECENT)
 
 
-def test_a_root_whose_lock_a_harness_holds_stays(cache: Path) -> None:
-    cached(cache, "stale", WEEK_AGO)
-    with open(cache / "stale.root.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def test_nothing_but_roots_is_ever_removed_and_a_vanished_one_is_no_error(cache: Path) -> None:
+    cached(cache, "backup", WEEK_AGO)  # the cache folder is configurable: it may hold anything
+    (cache / f"{STALE}.tar").symlink_to(cache / "gone.tar")  # removed by another harness meanwhile
+    assert rootfs.prune_stale(keep=CURRENT) == []
+    assert present(cache, "backup")
+
+
+@pytest.mark.parametrize("lock", [".lock", ".root.lock"], ids=["building", "extracting"])
+def test_a_root_whose_lock_a_harness_holds_stays(cache: Path, lock: str) -> None:
+    cached(cache, STALE, WEEK_AGO)
+    with open(cache / f"{STALE}{lock}", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
         # Another open file description, as another harness's: flock is held per open file.
-        assert rootfs.prune_stale(keep="current") == []
-    assert present(cache, "stale")
-    assert rootfs.prune_stale(keep="current") == ["stale"]
+        assert rootfs.prune_stale(keep=CURRENT) == []
+    assert present(cache, STALE)
+    assert rootfs.prune_stale(keep=CURRENT) == [STALE]
 
 
 @pytest.fixture
@@ -61,11 +71,11 @@ def overlay(cache: Path) -> Iterator[Path]:
     """A host-style overlay mount with the stale root as its lower layer (root only, as test hosts)."""
     if os.geteuid() != 0:
         pytest.skip("mounting an overlay takes root")
-    cached(cache, "stale", WEEK_AGO)
+    cached(cache, STALE, WEEK_AGO)
     upper, work, merged = (cache / n for n in ("upper", "work", "merged"))
     for d in (upper, work, merged):
         d.mkdir()
-    options = f"lowerdir={cache / 'stale.root'},upperdir={upper},workdir={work}"
+    options = f"lowerdir={cache / f'{STALE}.root'},upperdir={upper},workdir={work}"
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(merged)], check=True, timeout=30)
     try:
         yield merged
@@ -74,5 +84,5 @@ def overlay(cache: Path) -> Iterator[Path]:
 
 
 def test_a_root_a_host_mounts_stays(cache: Path, overlay: Path) -> None:
-    assert rootfs.prune_stale(keep="current") == []
+    assert rootfs.prune_stale(keep=CURRENT) == []
     assert (overlay / "etc" / "hostname").read_text() == "root\n"

@@ -22,13 +22,8 @@ from typing import Any
 import yaml
 
 from fleet import ansible_yaml
+from fleet.yamlsafe import yaml_error_text
 from validation.actions.model import InventoryFileError, InventoryNeedsAnsibleError, NodeIds, RejectedNode
-from validation.fleetrun.hosts import (
-    HostListError,
-    MissingAnsibleError,
-    hosts_from_listing,
-    inventory_listing,
-)
 
 
 def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
@@ -67,6 +62,8 @@ def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str,
     hostvars = meta.get("hostvars") if isinstance(meta, Mapping) else None
     if not isinstance(hostvars, Mapping):
         raise InventoryFileError("ansible-inventory --list output", "has no _meta.hostvars mapping")
+    from validation.fleetrun.hosts import hosts_from_listing
+
     found: dict[str, dict[str, Any]] = {host: {} for host in hosts_from_listing(data)}
     found.update(
         (str(h), {str(k): _unwrap_unsafe(x) for k, x in v.items()} if isinstance(v, Mapping) else {})
@@ -86,6 +83,10 @@ def _unwrap_unsafe(value: Any) -> Any:
     return value
 
 
+# The extensions Ansible's YAML inventory plugin takes (its default yaml_valid_extensions), and none.
+YAML_EXTENSIONS = ("", ".yml", ".yaml", ".json")
+
+
 def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
     """Every host of the inventory with its merged vars: a YAML inventory file read here, anything
     else through Ansible (see the module's doc). Raises InventoryFileError, or
@@ -93,6 +94,9 @@ def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
     kind, data = _classify(path)
     if kind is None:
         return _Inventory(str(path), data).hostvars()
+    # Here, not at the top: the actions stand without the fleet run's modules until they need Ansible.
+    from validation.fleetrun.hosts import HostListError, MissingAnsibleError, inventory_listing
+
     try:
         listing = inventory_listing(path)
     except MissingAnsibleError as exc:
@@ -103,13 +107,15 @@ def load_inventory_hostvars(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def only_ansible_reads(path: Path) -> str | None:
-    """What the inventory is ("a folder", "the configuration of inventory plugin ...") when only
-    Ansible reads it, or None for a YAML inventory file and for a path that does not exist yet."""
-    return _classify(path)[0] if path.exists() else None
+    """What the inventory is ("a folder", "the configuration of inventory plugin ...") when it is
+    no YAML inventory file, or None for one and for a path that does not exist yet. Vars folders
+    beside a YAML file do not count: the file itself is still one to rewrite."""
+    return _classify(path, vars_beside=False)[0] if path.exists() else None
 
 
-def _classify(path: Path) -> tuple[str | None, Any]:
-    """(what only Ansible reads it as, or None; the parsed YAML inventory when it is one)."""
+def _classify(path: Path, vars_beside: bool = True) -> tuple[str | None, Any]:
+    """(what Ansible has to read it as, or None; the parsed YAML inventory when this reads it),
+    by the rules Ansible picks its inventory plugins by."""
     if path.is_dir():
         return "a folder", None
     if path.exists() and not path.is_file():
@@ -123,15 +129,27 @@ def _classify(path: Path) -> tuple[str | None, Any]:
         raise InventoryFileError(str(path), f"cannot be read: {exc.strerror}", missing=True) from None
     except UnicodeDecodeError:
         raise InventoryFileError(str(path), "is not UTF-8 text") from None
+    extension = path.suffix.lower()
+    if text.startswith("#!"):
+        return "a script", None
+    if extension not in YAML_EXTENSIONS:
+        return f"a {extension} file, not YAML", None
     try:
         data = ansible_yaml.load(text)
-    except yaml.YAMLError:
+    except yaml.YAMLError as exc:
+        if extension:
+            raise InventoryFileError(str(path), f"is {yaml_error_text(exc)}") from None
         return "not YAML", None
-    if isinstance(data, Mapping) and isinstance(data.get("plugin"), str):
+    if isinstance(data, Mapping) and data.get("plugin"):
+        # Ansible's YAML plugin refuses any file with a plugin key; its auto plugin takes it.
         return f"the configuration of inventory plugin {data['plugin']!r}", None
-    if isinstance(data, str):
-        # INI lines and scripts often parse as one YAML string.
-        return "not a YAML inventory (INI, or a script)", None
+    if not extension and data is not None and not isinstance(data, Mapping):
+        return "not a YAML inventory", None
+    beside = [d for d in ("group_vars", "host_vars") if (path.parent / d).is_dir()]
+    if vars_beside and beside:
+        # Ansible merges them into the file's hosts; read alone, an identifier there would be missed
+        # or an outdated one in the file taken.
+        return f"a YAML file with {' and '.join(f'{d}/' for d in beside)} beside it", None
     return None, data
 
 

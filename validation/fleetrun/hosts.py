@@ -81,16 +81,29 @@ def inventory_listing(inventory: Path) -> dict[str, Any]:
 
 
 # ansible-inventory's stderr says, plugin by plugin, why each could not parse the source, among
-# deprecation warnings and a closing "[ERROR]: Completely failed to parse inventory source".
-_PLUGIN_FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([\w.]+)' plugin: (.+)$", re.M)
+# deprecation warnings and a closing "Completely failed to parse inventory source". ansible-core 2.19
+# writes "[WARNING]: Failed to parse inventory with 'ini' plugin: REASON" and then the same again with
+# its cause after a blank line; 2.16 writes "[WARNING]:  * Failed to parse PATH with ini plugin:
+# REASON", wrapped at 80 columns. A message runs to the next blank line or the next message.
+_MESSAGE_START = re.compile(r"^(\[[A-Z ]+\]:|ERROR!)")
+_PLUGIN_FAILED = re.compile(r"^\[WARNING\]:\s+(?:\*\s+)?Failed to parse .+? with '?([\w.]+)'? plugin: (.+)$")
 
 
 def why_unparsed(stderr: str) -> str:
     """Each inventory plugin's reason for refusing the source ("auto: Failed to describe instances:
     Unable to locate credentials; yaml: ..."), or the end of stderr when Ansible gave none."""
-    reasons = [f"{plugin}: {reason.strip()}" for plugin, reason in _PLUGIN_FAILED.findall(stderr)]
-    text = "; ".join(reasons) if reasons else " ".join(stderr.split())
-    return text[:600] if reasons else text[-600:]
+    messages: list[str] = []
+    for line in stderr.splitlines():
+        if _MESSAGE_START.match(line):
+            messages.append(line.strip())
+        elif line.strip() and messages and messages[-1]:
+            messages[-1] += " " + line.strip()
+        else:
+            messages.append("")  # a blank line ends the message; what follows is no reason
+    reasons = [f"{m[1]}: {m[2]}" for m in map(_PLUGIN_FAILED.match, messages) if m]
+    if reasons:
+        return "; ".join(reasons)[:600]
+    return " ".join(stderr.split())[-600:]
 
 
 def list_hosts(inventory: Path) -> list[str]:
