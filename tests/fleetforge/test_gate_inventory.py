@@ -85,14 +85,35 @@ def test_a_folder_inventory_merges_host_vars_and_group_vars_as_ansible_does(
     assert "NodeName=gpu-rack2-03" in drained(doc)["node3"]  # the host's var over its group's
 
 
-def test_an_inventory_ansible_cannot_read_is_one_line_naming_it(
-    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("name", "text", "said", "not_said"),
+    [
+        # Broken INI: only Ansible reads INI, and its ini plugin's reason is the message.
+        ("hosts.ini", "[gpu\nnode1 ansible_port=notaport=\n", "Ansible cannot read it: ini: ", "yaml:"),
+        # Broken YAML in a YAML file: the parser's line and column, not Ansible's guesses.
+        (
+            "hosts.yml",
+            "all:\n  hosts:\n    node1: {slurm_node_name: [unclosed\n",
+            "is not valid YAML at line 4, column 1: expected ','",
+            "Ansible",
+        ),
+    ],
+    ids=["ini", "yaml"],
+)
+def test_a_broken_inventory_is_one_line_naming_the_file_and_the_fault(
+    results: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    text: str,
+    said: str,
+    not_said: str,
 ) -> None:
-    broken = tmp_path / "hosts.ini"
-    broken.write_text("[gpu\nnode1 ansible_port=notaport=\n")
+    broken = tmp_path / name
+    broken.write_text(text)
     code, doc, err = gate(capsys, results, "--hosts-inventory", broken)
     assert code == exitcodes.DATA and doc == {}
-    assert str(broken) in err and "Ansible cannot read it" in err
+    assert str(broken) in err and said in err and not_said not in err
     assert len(err.strip().splitlines()) == 1
 
 
@@ -153,14 +174,3 @@ def test_an_executable_script_inventory_is_run_by_ansible(
     code, doc, _ = gate(capsys, results, "--hosts-inventory", script, "--act", "slurm-drain", "--dry-run")
     assert code == exitcodes.REJECTED
     assert "NodeName=from-cmdb-3" in drained(doc)["node3"]
-
-
-def test_broken_yaml_in_a_yaml_file_is_the_parsers_error_not_ansibles(
-    results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    broken = tmp_path / "hosts.yml"
-    broken.write_text("all:\n  hosts:\n    node1: {slurm_node_name: [unclosed\n")
-    code, doc, err = gate(capsys, results, "--hosts-inventory", broken)
-    assert code == exitcodes.DATA and doc == {}
-    assert "is not valid YAML at line 4, column 1: expected ','" in err and "Ansible" not in err
-    assert len(err.strip().splitlines()) == 1
