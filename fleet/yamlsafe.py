@@ -173,7 +173,7 @@ _SpecLoader.add_constructor("tag:yaml.org,2002:float", _construct_core_float)
 
 
 def yaml_error_text(exc: yaml.YAMLError) -> str:
-    """"not valid YAML at line L, column C: problem", on one line, from PyYAML's error."""
+    """PyYAML's error on one line: not valid YAML at line L, column C: the problem."""
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None)

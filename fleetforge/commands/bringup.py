@@ -4,7 +4,9 @@ only the replacements, re-gate the whole fleet, until READY or the budget is spe
 recorded in `<out>/bringup.json` (validation/bringup/).
 
 Exit codes (docs/exit-codes.md): 0 READY; 3 the budget (rounds, wall time, replacements) is spent,
-or every reject left is a pattern, before the fleet is READY; 75 a replace action failed; 64 bad
+or every reject left is a pattern, before the fleet is READY; 75 a replace action failed, or
+replacements asked for have not joined the inventory (--resume once they have); 2 the fleet run did
+not finish (nothing judged or replaced; --resume redoes the round); 64 bad
 options (or a record in --out without --resume); 65 an unreadable inventory, spec, stack outputs or
 record, or results the gate cannot judge; 66 a missing input; 69 Ansible or the cloud SDK missing;
 73 --out cannot be written.
@@ -235,6 +237,7 @@ def _exit_code(outcome: Outcome) -> int:
         "ready": exitcodes.OK,
         "budget-spent": exitcodes.BUDGET_SPENT,
         "action-failed": exitcodes.ACTION_FAILED,
+        "waiting": exitcodes.ACTION_FAILED,
     }[outcome.status]
 
 
@@ -255,7 +258,7 @@ def _print_outcome(outcome: Outcome) -> None:
     if outcome.ready:
         out.print(Text(f"bringup: READY after {n} round(s)", style="bold green"))
     else:
-        label = "BUDGET SPENT" if outcome.status == "budget-spent" else "ACTION FAILED"
+        label = {"budget-spent": "BUDGET SPENT", "waiting": "WAITING"}.get(outcome.status, "ACTION FAILED")
         out.print(
             Text(f"bringup: {label} after {n} round(s): ", style="bold red")
             + Text(printable(outcome.reason or ""))

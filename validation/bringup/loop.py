@@ -85,7 +85,7 @@ class BringupSettings:
 
 @dataclass
 class Outcome:
-    status: str  # ready | budget-spent | action-failed
+    status: str  # ready | budget-spent | action-failed | waiting
     reason: str | None
     result: GateResult | None  # the last gate (None when resumed into a finished bring-up)
     record: BringupRecord
@@ -235,7 +235,13 @@ class _Loop:
                     )
                     self.clock.sleep(self.s.poll_s)
                     return None
-                return self.stop("budget-spent", _nothing_left(r))
+                if self.rec.pending and not (r["patterns"] or r["not_replaced"]):
+                    return self.stop(
+                        "waiting",
+                        f"the fleet is not READY and the replacement(s) for slot(s) {', '.join(self.rec.pending)} "
+                        "have not joined the inventory: --resume once they have (or once replaced by hand)",
+                    )
+                return self.stop("budget-spent", _nothing_left(r, self.rec.pending))
             failed = self.replace(r, chosen)
             r.setdefault("timings_s", {})["before_wait"] = round(self.clock.now() - t0, 3)
             if failed:
@@ -243,6 +249,8 @@ class _Loop:
                     "action-failed",
                     f"the replace action failed on {', '.join(failed)}; act by hand, then --resume",
                 )
+        if r["phase"] == "replacing":
+            self.interrupted_replacing(r)
         t0 = self.clock.now()
         self.wait(r)
         self.finish(r, t0)
@@ -255,6 +263,10 @@ class _Loop:
         timings: dict[str, float] = {}
         r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
         hosts = self.read_hosts()
+        for host in hosts:
+            if host not in self.rec.slots and self.rec.pending:
+                # A replacement that joined after its round's wait: it continues that slot's line.
+                self.rec.slots[host] = self.rec.pending.pop(0)
         results = self.s.out_dir / f"round-{n}" / "results"
         try:
             if results.exists():
@@ -286,8 +298,18 @@ class _Loop:
             t = self.clock.now()
             run = self.runner(self.inventory.path, results.parent, tuple(burn) if kept else ())
             timings["burnin"] = round(self.clock.now() - t, 3)
-            reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
             r["fleet_run"] = _run_summary(run)
+            if run.problem:
+                # The play did not finish (time limit, no recap, cancelled): the hosts it left without
+                # results were not measured, and replacing them would replace healthy nodes. The round
+                # stays at its burn-in, which --resume redoes.
+                self.save()
+                raise BringupError(
+                    f"round {n}: the fleet run did not finish ({run.problem}); nothing was judged or "
+                    f"replaced: fix the cause, then --resume",
+                    "INCOMPLETE",
+                )
+            reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
         else:
             self.say(f"round {n}: no new host to burn in; judging the kept results again")
         r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
@@ -393,36 +415,51 @@ class _Loop:
             [(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], self.read_hostvars()
         )
         self.replacer.check(nodes)
+        # Saved before the cloud is asked: an interruption from here on never asks it twice.
+        r["phase"] = "replacing"
+        r["replacing"] = [
+            {"node": v.node, "slot": slot, "keys": keys, "reasons": [x.message for x in v.reasons]}
+            for v, keys, slot in chosen
+        ]
+        self.save()
         self.say(f"round {r['round']}: replacing {', '.join(n.name for n in nodes)} ({self.replacer.name})")
         t = self.clock.now()
         outcomes = {o.node: o for o in self.replacer.replace(nodes)}
         r["timings_s"]["replace"] = round(self.clock.now() - t, 3)
         failed = []
-        for v, keys, slot in chosen:
-            o = outcomes.get(v.node)
+        for asked in r.pop("replacing"):
+            o = outcomes.get(asked["node"])
             ok = o is not None and o.ok
             detail = o.detail if o is not None else "the replace action reported nothing for this node"
-            r["replaced"].append(
-                {
-                    "node": v.node,
-                    "slot": slot,
-                    "keys": keys,
-                    "reasons": [x.message for x in v.reasons],
-                    "action": self.replacer.name,
-                    "ok": ok,
-                    "detail": detail,
-                }
-            )
-            if ok:
-                self.rec.replacements += 1
-                self.rec.history.setdefault(slot, []).append(
-                    {"round": r["round"], "node": v.node, "keys": keys}
-                )
-            else:
-                failed.append(v.node)
+            self.replaced(r, asked, ok, detail)
+            if not ok:
+                failed.append(asked["node"])
         r["phase"] = "replaced"
         self.save()
         return failed
+
+    def replaced(self, r: dict[str, Any], asked: Mapping[str, Any], ok: bool, detail: str) -> None:
+        r["replaced"].append({**asked, "action": self.replacer.name, "ok": ok, "detail": detail})
+        if ok:
+            self.rec.replacements += 1
+            self.rec.history.setdefault(asked["slot"], []).append(
+                {"round": r["round"], "node": asked["node"], "keys": asked["keys"]}
+            )
+
+    def interrupted_replacing(self, r: dict[str, Any]) -> None:
+        """A round interrupted inside the replace call: the cloud may have acted on some nodes or
+        none. Asking again could replace a node twice, so each counts as asked for, and the wait
+        shows what joined; one that never does is pending (see wait)."""
+        for asked in r.pop("replacing"):
+            self.replaced(
+                r,
+                asked,
+                True,
+                "the bring-up was interrupted during the replace call: not asked again; if no "
+                "replacement joins, replace the node by hand, then --resume",
+            )
+        r["phase"] = "replaced"
+        self.save()
 
     def read_hostvars(self) -> Mapping[str, Mapping[str, Any]]:
         try:
@@ -459,6 +496,8 @@ class _Loop:
         new = sorted(new, key=natural_key)
         for old, host in zip(gone, new, strict=False):
             self.rec.slots[host] = self.rec.slots.get(old, old)
+        # Replaced with no new host yet: a host that joins later takes the slot (finish).
+        self.rec.pending += [self.rec.slots.get(old, old) for old in gone[len(new) :]]
         r["new_hosts"] = new
         r["wait"] = {
             "seconds": round(self.clock.now() - t0, 3),
@@ -468,7 +507,7 @@ class _Loop:
             else f"after {limit:.0f} s the inventory shows {len(new)} new host(s) for {len(gone)} replaced; "
             "the next round judges what is there",
         }
-        r["timings_s"]["wait"] = r["wait"]["seconds"]
+        r.setdefault("timings_s", {})["wait"] = r["wait"]["seconds"]
         self.say(f"round {r['round']}: {r['wait']['message']}" + (f": {', '.join(new)}" if new else ""))
 
     # ------------------------------------------------------------------ end of a round
@@ -505,8 +544,9 @@ def _unreachable_only(v: NodeVerdict) -> bool:
     )
 
 
-def _nothing_left(r: Mapping[str, Any]) -> str:
+def _nothing_left(r: Mapping[str, Any], pending: Sequence[str] = ()) -> str:
     parts = [p["message"] for p in r.get("patterns", [])]
+    parts += [f"the replacement for slot {slot} never joined the inventory" for slot in pending]
     parts += [f"{x['node']} not replaced: {x['why']}" for x in r.get("not_replaced", [])]
     return "the fleet is not READY and nothing is left to replace: " + "; ".join(parts)
 

@@ -9,19 +9,23 @@ that replacements it already made are never made again (it resumes at the wait f
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 
 from fleet.atomic import write_atomic
 from validation.gate import Reason
 
 RECORD_NAME = "bringup.json"
 SCHEMA = 1
-# Round phases, in order. `done`: the round finished and the state above holds its outcome.
-PHASES = ("burn-in", "replaced", "done")
-# How a bring-up ended (None while running).
-STATUSES = ("ready", "budget-spent", "action-failed")
+# Round phases, in order. `replacing`: the cloud is being asked (the nodes are in the round's
+# `replacing`); `done`: the round finished and the state above holds its outcome.
+PHASES = ("burn-in", "replacing", "replaced", "done")
+# How a bring-up ended (None while running). `waiting`: replacements asked for have not joined yet.
+STATUSES = ("ready", "budget-spent", "action-failed", "waiting")
 
 
 class RecordError(ValueError):
@@ -48,6 +52,8 @@ class BringupRecord:
     slots: dict[str, str] = field(default_factory=dict)
     # slot -> every replacement made in it: round, node, reason keys.
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Slots whose replacement was asked for and has not joined the inventory yet, oldest first.
+    pending: list[str] = field(default_factory=list)
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -63,6 +69,7 @@ class BringupRecord:
             "host_reasons": dict(self.host_reasons),
             "slots": dict(self.slots),
             "history": dict(self.history),
+            "pending": list(self.pending),
             "rounds": list(self.rounds),
         }
 
@@ -74,6 +81,8 @@ class BringupRecord:
 
     @classmethod
     def load(cls, path: Path) -> BringupRecord:
+        """The record at path, every field checked: a damaged or edited record is a RecordError
+        naming the field, never a resume that starts over, skips a step or reads files elsewhere."""
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -84,43 +93,107 @@ class BringupRecord:
             raise RecordError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
         except json.JSONDecodeError as exc:
             raise RecordError(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
+        except RecursionError:
+            raise RecordError(f"{path}: nested too deeply to be a bring-up record") from None
         if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
             raise RecordError(f"{path}: not a bring-up record of schema {SCHEMA}")
         try:
-            record = cls(
-                fleet=_text(doc, "fleet"),
-                inventory=_text(doc, "inventory"),
-                status=doc.get("status"),
-                stop_reason=doc.get("stop_reason"),
-                elapsed_s=float(doc.get("elapsed_s", 0.0)),
-                replacements=int(doc.get("replacements", 0)),
-                results={str(k): str(v) for k, v in _map(doc, "results").items()},
-                host_reasons={str(k): list(v) for k, v in _map(doc, "host_reasons").items()},
-                slots={str(k): str(v) for k, v in _map(doc, "slots").items()},
-                history={str(k): list(v) for k, v in _map(doc, "history").items()},
-                rounds=[r for r in doc.get("rounds", []) if isinstance(r, dict)],
-            )
-            for host in record.host_reasons:
-                record.reasons_of(host)
-        except (TypeError, ValueError) as exc:
-            raise RecordError(f"{path}: malformed record ({exc})") from None
-        if record.status is not None and record.status not in STATUSES:
-            raise RecordError(f"{path}: status {record.status!r}; allowed: {', '.join(STATUSES)}")
-        for r in record.rounds:
-            if r.get("phase") not in PHASES:
-                raise RecordError(f"{path}: round {r.get('round')}: phase {r.get('phase')!r}")
+            _Record.model_validate(doc)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the record"
+            raise RecordError(f"{path}: {where}: {first['msg']}") from None
+        record = cls(
+            fleet=doc["fleet"],
+            inventory=doc["inventory"],
+            status=doc.get("status"),
+            stop_reason=doc.get("stop_reason"),
+            elapsed_s=float(doc.get("elapsed_s", 0.0)),
+            replacements=doc.get("replacements", 0),
+            results=dict(doc.get("results", {})),
+            host_reasons=dict(doc.get("host_reasons", {})),
+            slots=dict(doc.get("slots", {})),
+            history=dict(doc.get("history", {})),
+            pending=list(doc.get("pending", [])),
+            rounds=list(doc.get("rounds", [])),
+        )
+        for host, file in record.results.items():
+            # Only where the loop writes: <out>/round-N/results/<host>.jsonl beside this record.
+            written = Path(file)
+            if not (
+                written.name == f"{host}.jsonl"
+                and written.parent.name == "results"
+                and re.fullmatch(r"round-[1-9][0-9]*", written.parent.parent.name)
+                and written.parent.parent.parent == path.parent
+            ):
+                raise RecordError(f"{path}: results.{host}: {file} is not a results file of this bring-up")
+        for i, r in enumerate(record.rounds, start=1):
+            if r["round"] != i:
+                raise RecordError(f"{path}: rounds.{i - 1}.round: {r['round']}, expected {i}")
+            if r["phase"] == "replacing" and not r.get("replacing"):
+                raise RecordError(f"{path}: rounds.{i - 1}: phase replacing without the nodes asked for")
         return record
 
 
-def _text(doc: dict[str, Any], key: str) -> str:
-    value = doc.get(key)
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string")
-    return value
+_Text = Annotated[str, Strict()]
+_Keys = list[_Text]
 
 
-def _map(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    value = doc.get(key, {})
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be an object")
-    return value
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _Asked(_Open):
+    node: _Text
+    slot: _Text
+    keys: _Keys
+    reasons: list[_Text] = []
+
+
+class _Replaced(_Asked):
+    ok: Annotated[bool, Strict()]
+
+
+class _Round(_Open):
+    round: Annotated[int, Strict(), Field(ge=1)]
+    phase: Literal[PHASES]  # type: ignore[valid-type]
+    inventory: list[_Text] = []
+    kept: list[_Text] = []
+    burned: list[_Text] = []
+    replacing: list[_Asked] = []
+    replaced: list[_Replaced] = []
+
+
+class _Replacement(_Open):
+    round: Annotated[int, Strict(), Field(ge=1)]
+    node: _Text
+    keys: _Keys
+
+
+class _ReasonDoc(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rule: _Text
+    check: _Text | None
+    metric: _Text | None
+    measured: float | _Text | None
+    expected: float | _Text | None
+    message: _Text
+
+
+class _Record(BaseModel):
+    """What load() requires of the document; the record keeps the document's own dicts."""
+
+    model_config = ConfigDict(extra="forbid")
+    schema_: int = Field(alias="schema")
+    fleet: _Text
+    inventory: _Text
+    status: Literal[STATUSES] | None = None  # type: ignore[valid-type]
+    stop_reason: _Text | None = None
+    elapsed_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    replacements: Annotated[int, Strict(), Field(ge=0)] = 0
+    results: dict[str, _Text] = {}
+    host_reasons: dict[str, list[_ReasonDoc]] = {}
+    slots: dict[str, _Text] = {}
+    history: dict[str, list[_Replacement]] = {}
+    pending: list[_Text] = []
+    rounds: list[_Round] = []

@@ -47,6 +47,8 @@ class FakeFleet:
     fail_replace: set[str] = field(default_factory=set)
     appear: bool = True  # replacements show up in the inventory
     interrupt_run: int | None = None  # raise KeyboardInterrupt on this burn-in (1-based)
+    interrupt_replace: bool = False  # raise KeyboardInterrupt once the cloud has acted
+    unfinished_run: str | None = None  # the next burn-in stops as a whole with this problem
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     # FleetRunner
@@ -58,6 +60,18 @@ class FakeFleet:
         if self.interrupt_run == len(self.runs):
             raise KeyboardInterrupt
         self.clock.t += 60
+        if self.unfinished_run is not None:
+            # As run_fleet reports a play stopped by its time limit: hosts it left are errors.
+            problem, self.unfinished_run = self.unfinished_run, None
+            reasons = {
+                h: [Reason("error", None, None, None, "results", f"no results: {problem}")] for h in ran
+            }
+            return BurnIn(
+                results_dir=out_dir / "results",
+                host_reasons=reasons,
+                summary={"status": "timeout", "rc": 254},
+                problem=problem,
+            )
         results = out_dir / "results"
         results.mkdir(parents=True, exist_ok=True)
         reasons: dict[str, list[Reason]] = {}
@@ -98,6 +112,10 @@ class FakeFleet:
             if self.appear:
                 self.hosts.append(self.spares.pop(0))
             out.append(ReplaceOutcome(n.name, True, f"{n.name} marked unhealthy"))
+        if self.interrupt_replace:
+            # Ctrl-C after the cloud acted and before the call returned.
+            self.interrupt_replace = False
+            raise KeyboardInterrupt
         return out
 
 

@@ -166,13 +166,61 @@ def test_replacements_that_never_appear_time_out_on_the_injected_clock(tmp_path:
     fleet = FakeFleet(list(NODES), slow={"node2"}, appear=False)
     start = fleet.clock.t
     outcome = run(fleet, tmp_path)
-    assert outcome.status == "budget-spent"
-    r1, r2 = on_disk(tmp_path)["rounds"]
+    # Not a spent budget: the replacement was asked for and may still join.
+    assert outcome.status == "waiting" and "slot(s) node2" in (outcome.reason or "")
+    doc = on_disk(tmp_path)
+    r1, r2 = doc["rounds"]
     assert r1["wait"]["complete"] is False and r1["wait"]["seconds"] == 600
-    assert r1["new_hosts"] == []
+    assert r1["new_hosts"] == [] and doc["pending"] == ["node2"]
     # Round 2 burns nothing in and judges the two kept hosts: too few for the job.
     assert r2["burned"] == [] and r2["ready"] is False and r2["rejected"] == []
     assert fleet.clock.t - start == pytest.approx(60 + 600)
+
+
+def test_a_replacement_that_joins_late_continues_its_slot_on_resume(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2", "node4"}, spares=["node4", "node5"], appear=False)
+    assert run(fleet, tmp_path).status == "waiting"
+    fleet.hosts.append(fleet.spares.pop(0))  # node4 joins the group after the wait gave up
+    outcome = run(fleet, tmp_path, resume=True)
+    doc = on_disk(tmp_path)
+    assert doc["slots"]["node4"] == "node2" and doc["pending"] == []
+    # node4, as slow as node2, is judged as the next of node2's slot, not a slot of its own.
+    last = doc["rounds"][-1]
+    assert last["burned"] == ["node4"] and last["rejected"] == ["node4"]
+    assert [(x["node"], x["slot"]) for x in last["not_replaced"]] == [("node4", "node2")]
+    assert outcome.status == "budget-spent"  # --max-rounds 3: no round left for another
+
+
+def test_a_fleet_run_that_did_not_finish_replaces_nothing_and_resumes_at_its_burn_in(
+    tmp_path: Path,
+) -> None:
+    fleet = FakeFleet(list(NODES), unfinished_run="the play hit its time limit (3600 s)")
+    with pytest.raises(BringupError) as err:
+        run(fleet, tmp_path)
+    assert err.value.exit_name == "INCOMPLETE" and "time limit" in str(err.value)
+    assert fleet.replaced == []  # every host lacked results; none was replaced for it
+    doc = on_disk(tmp_path)
+    assert [r["phase"] for r in doc["rounds"]] == ["burn-in"] and doc["replacements"] == 0
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready" and fleet.replaced == []
+
+
+def test_an_interruption_inside_the_replace_call_never_replaces_twice(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], interrupt_replace=True)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    doc = on_disk(tmp_path)
+    assert doc["rounds"][0]["phase"] == "replacing"
+    assert [x["node"] for x in doc["rounds"][0]["replacing"]] == ["node2"]
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready"
+    assert fleet.replaced == [["node2"]]  # asked once, before the interruption
+    doc = on_disk(tmp_path)
+    r1, r2 = doc["rounds"]
+    assert [x["node"] for x in r1["replaced"]] == ["node2"] and "interrupted" in r1["replaced"][0]["detail"]
+    assert doc["replacements"] == 1 and doc["slots"]["node4"] == "node2"
+    # The kept hosts were judged on their round-1 results, not burned in again.
+    assert r2["burned"] == ["node4"] and r2["kept"] == ["node1", "node3"]
 
 
 def test_a_failed_replacement_stops_the_loop_naming_the_node(tmp_path: Path) -> None:
@@ -256,3 +304,34 @@ def test_resume_refuses_another_fleets_record(tmp_path: Path) -> None:
 def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> None:
     with pytest.raises(ValueError, match=word):
         Budget(**kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(elapsed_s=float("nan")), "elapsed_s"),  # would switch --max-wall off
+        (lambda d: d.update(elapsed_s=-1e9), "elapsed_s"),
+        (lambda d: d.update(replacements=-3), "replacements"),
+        (lambda d: d.update(rounds="round one"), "rounds"),  # would start over, deleting results
+        (lambda d: d["rounds"][0].pop("round"), "rounds.0.round"),
+        (lambda d: d["rounds"][0].update(round=2), "rounds.0.round"),
+        (lambda d: d["rounds"][0]["replaced"][0].pop("ok"), "rounds.0.replaced.0.ok"),
+        (lambda d: d["rounds"][0].update(phase="replacing"), "phase replacing"),
+        (lambda d: d["results"].update(node1="/etc/hostname"), "results.node1"),  # judged on any file
+        (lambda d: d["results"].update(node1="../round-1/results/node1.jsonl"), "results.node1"),
+        (lambda d: d["history"]["node2"][0].update(keys="slow"), "history.node2.0.keys"),
+        (lambda d: d.update(pending=[1]), "pending.0"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_a_damaged_record_is_refused_naming_the_field(tmp_path: Path, edit: Any, field: str) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], appear=False)
+    assert run(fleet, tmp_path).status == "waiting"
+    doc = on_disk(tmp_path)
+    edit(doc)
+    (tmp_path / RECORD_NAME).write_text(json.dumps(doc))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(RecordError) as err:
+        run(fleet, tmp_path, resume=True)
+    assert field in str(err.value) and "\n" not in str(err.value)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing deleted
