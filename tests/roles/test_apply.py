@@ -304,6 +304,23 @@ def test_second_apply_changes_nothing(fleet: Fleet) -> None:
     assert set(run.stats) == {"h0", "h1"}
 
 
+def test_hosts_cloned_with_one_host_nqn_fail_verification_naming_both(fleet: Fleet) -> None:
+    h0, h1 = fleet.hosts[0], fleet.hosts[1]
+    own = fleet.hosts.ssh(h1, "cat /etc/nvme/hostnqn").stdout
+    shared = fleet.hosts.ssh(h0, "cat /etc/nvme/hostnqn").stdout.strip()
+    assert own.strip() != shared  # each applied host made its own
+    # As a node cloned from another's image would have it.
+    fleet.hosts.ssh(h1, f"echo '{shared}' > /etc/nvme/hostnqn")
+    try:
+        run = playbook(fleet.inventory, "--limit", "h0,h1", "--tags", "nvmeof_initiator:verify")
+    finally:
+        fleet.hosts.ssh(h1, f"echo '{own.strip()}' > /etc/nvme/hostnqn")
+    assert run.rc != 0
+    failed = run.results("Verify | no two hosts of the play share a host NQN")
+    [(host, result)] = [(h, r) for h, r in failed.items() if r.get("failed")]
+    assert f"{shared} on h0, h1" in " ".join(result["msg"].split()), result["msg"]
+
+
 def test_argument_specs_reject_a_wrong_type_naming_the_variable(fleet: Fleet, tmp_path: Path) -> None:
     wrong = {
         "h0": ({"node_tuning_hugepages": "lots"}, "node_tuning_hugepages"),
