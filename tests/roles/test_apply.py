@@ -61,6 +61,7 @@ WRITTEN_BY_A_RUN = (
     "/etc/nccl.conf",
     "/etc/beegfs/connauthfile",
     "/etc/modprobe.d/fleetforge-lustre.conf",
+    "/etc/modules-load.d/fleetforge-nvidia-peermem.conf",
 )
 GPU_ONLY = ("nvidia_driver", "cuda_toolkit", "nvidia_container_toolkit", "nccl", "dcgm")
 
@@ -155,6 +156,7 @@ def fleet(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Flee
         hostvars={
             "h2": {
                 "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+                "nvidia_driver_peermem": "always",
                 "nccl_ib_hca": "mlx5_0,mlx5_1",
                 "lustre_client_mgs_nids": ["10.1.0.2@o2ib"],
                 "lustre_client_fsname": "scratch",
@@ -237,6 +239,8 @@ def test_with_gpus_declared_the_driver_and_gpu_roles_run_in_check_mode(fleet: Fl
     # ...at exactly the driver's version (Fabric Manager must match the driver it serves).
     assert "nvidia-fabricmanager-570=570.133.20" in run.results(why, "nvidia_fabricmanager")["h2"]["msg"]
     assert "libnccl2 2.26.2-1+cuda12.8" in run.results(why, "nccl")["h2"]["msg"]
+    # GPUDirect RDMA: nvidia-peermem loads at boot (and now, outside check mode).
+    assert run.diff_after("h2", "/etc/modules-load.d/fleetforge-nvidia-peermem.conf") == "nvidia-peermem\n"
     nccl_conf = run.diff_after("h2", "/etc/nccl.conf")
     assert "NCCL_IB_DISABLE=0" in nccl_conf and "NCCL_IB_HCA=mlx5_0,mlx5_1" in nccl_conf
     beegfs = run.diff_after("h2", "/etc/beegfs/beegfs-client.conf")
