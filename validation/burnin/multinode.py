@@ -191,8 +191,11 @@ class Endpoint:
     port: int
 
     @classmethod
-    def parse(cls, text: str) -> Endpoint:
-        """HOST:PORT or [V6]:PORT; argparse's usage error (exit 64) naming the value otherwise."""
+    def parse(cls, text: str) -> Endpoint | None:
+        """HOST:PORT or [V6]:PORT; None for '' (the role passes it when no node is ready: a skip
+        that says so); argparse's usage error (exit 64) naming the value otherwise."""
+        if not text:
+            return None
         host, sep, port = text.rpartition(":")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -74,7 +74,7 @@ def test_busbw_follows_nccl_tests() -> None:
 def test_who_takes_part(
     torch_found: bool, me: str, members: list[str], endpoint: str, expect: str | None
 ) -> None:
-    given = multinode.Endpoint.parse(endpoint) if endpoint else None
+    given = multinode.Endpoint.parse(endpoint)
     why = multinode.skip_reason(torch_found, me, members, given, "/opt/fleetforge/venv")
     assert (why is None) if expect is None else (why is not None and expect in why)
 
@@ -142,7 +142,7 @@ def test_one_rank_per_node_starts_the_worker_with_its_place_among_the_members(tm
 )
 def test_endpoints_split_into_host_and_port(endpoint: str, expect: tuple[str, int]) -> None:
     parsed = multinode.Endpoint.parse(endpoint)
-    assert (parsed.host, parsed.port) == expect
+    assert parsed is not None and (parsed.host, parsed.port) == expect
     assert str(parsed) == endpoint  # as torchrun's --rdzv-endpoint takes it
 
 
@@ -158,6 +158,19 @@ def test_a_bad_endpoint_is_a_usage_error_that_records_nothing(
     assert exited.value.code == procutil.USAGE
     assert "argument --endpoint: must be HOST:PORT" in capsys.readouterr().err
     assert read_results(path).checks == []
+
+
+def test_an_empty_endpoint_as_the_role_passes_it_is_a_skip_not_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # roles/burnin/tasks/collectives.yml gives --endpoint '' when no node is ready for the all-reduce.
+    monkeypatch.setattr(multinode.importlib.util, "find_spec", lambda name: object())
+    path = results(tmp_path)
+    argv = args(path)
+    argv[argv.index("--endpoint") + 1] = ""
+    assert multinode.main(argv) == 0
+    [check] = read_results(path).checks
+    assert check.status == "skip" and "no rendezvous endpoint" in (check.reason or "")
 
 
 def _pretend_torch(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
