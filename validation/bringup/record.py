@@ -118,13 +118,13 @@ class BringupRecord:
             rounds=list(doc.get("rounds", [])),
         )
         for host, file in record.results.items():
-            # Only where the loop writes: <out>/round-N/results/<host>.jsonl beside this record.
+            # Only what the loop writes: <out>/round-N/results/<host>.jsonl (a copied bring-up keeps
+            # naming the rounds of the one it was copied from).
             written = Path(file)
             if not (
                 written.name == f"{host}.jsonl"
                 and written.parent.name == "results"
                 and re.fullmatch(r"round-[1-9][0-9]*", written.parent.parent.name)
-                and written.parent.parent.parent == path.parent
             ):
                 raise RecordError(f"{path}: results.{host}: {file} is not a results file of this bring-up")
         for i, r in enumerate(record.rounds, start=1):

@@ -318,7 +318,7 @@ def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> No
         (lambda d: d["rounds"][0]["replaced"][0].pop("ok"), "rounds.0.replaced.0.ok"),
         (lambda d: d["rounds"][0].update(phase="replacing"), "phase replacing"),
         (lambda d: d["results"].update(node1="/etc/hostname"), "results.node1"),  # judged on any file
-        (lambda d: d["results"].update(node1="../round-1/results/node1.jsonl"), "results.node1"),
+        (lambda d: d["results"].update(node1="/tmp/round-1/results/node2.jsonl"), "results.node1"),
         (lambda d: d["history"]["node2"][0].update(keys="slow"), "history.node2.0.keys"),
         (lambda d: d.update(pending=[1]), "pending.0"),
     ],
