@@ -237,8 +237,9 @@ def _gcp_compute(
     Nodes are listed by the labels every node of the group carries (group.node_filter), in the
     group's project and zone (a regional group: every zone of its region), running ones only, and
     named by instance name, which the burn-in results and the gate's rejects use. Each host gets
-    the identifiers the gcp-recreate action reads: gce_project, gce_zone, gce_instance from the
-    instance itself, gce_mig (and gce_mig_region for a regional group) from the outputs."""
+    the identifiers the gcp-recreate action reads: gce_project, gce_zone, gce_instance and
+    gce_instance_id from the instance itself, gce_mig (and gce_mig_region for a regional group)
+    from the outputs."""
     kind = str(group.get("kind"))
     project = _gcp_text(group.get("project"), _GCP_PROJECT, "group.project", "a GCP project id")
     region = _gcp_text(group.get("region") or fleet.get("region"), _GCE_NAME, "group.region", "a GCP region")
@@ -264,8 +265,10 @@ def _gcp_compute(
     compose = {
         # Nodes have no external address: Ansible reaches them on the first interface's private IP.
         "ansible_host": "networkInterfaces[0].networkIP",
-        # The plugin's own host vars: the instance's name and its zone's short name.
+        # The plugin's own host vars: the instance's name, its zone's short name, and its id, which
+        # a recreated instance does not keep (`fleetforge bringup` tells old from new by it).
         "gce_instance": "name",
+        "gce_instance_id": "id",
         "gce_zone": "zone",
         **_composed_literals(fleet, sku, storage, groups, ids),
     }

@@ -249,6 +249,11 @@ def _print_outcome(outcome: Outcome) -> None:
             f"{len(r.get('accepted', []))} accepted, {len(r.get('rejected', []))} rejected"
             + (f"; replaced {replaced}" if replaced else "")
             + (f"; new {', '.join(r['new_hosts'])}" if r.get("new_hosts") else "")
+            + (
+                f"; left out {', '.join(x['node'] for x in r['left_out'])} (still the replaced instance)"
+                if r.get("left_out")
+                else ""
+            )
             + f" ({r.get('timings_s', {}).get('total', 0.0):.0f} s)"
         )
         out.print(Text(printable(line)))

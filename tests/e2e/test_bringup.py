@@ -58,6 +58,7 @@ class StandInGroup:
 
     name = "test-group"
     keeps_names = False
+    identity_var = None  # every test host has a name of its own
 
     def __init__(
         self,

@@ -82,6 +82,30 @@ def test_a_replacement_also_slow_is_a_pattern_and_the_budget_exit_code(
     assert fleet.replaced == [["node2"], ["node4"]]
 
 
+def test_a_recreation_not_done_in_time_leaves_the_name_out_and_waits(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As gcp-recreate: node2 keeps its name, and its old VM is still listed when the wait ends.
+    fleet = fake(monkeypatch, bed, FakeFleet(["node1", "node2", "node3"], slow={"node2"}, recreate_s=10_000))
+    code, out, _ = run(capsys, *args(bed, "--replace-timeout", "1", "--poll", "1"))
+    assert code == exitcodes.ACTION_FAILED == 75, out
+    assert (
+        "round 2: burned in 0, kept 2, 2 accepted, 0 rejected; left out node2 (still the replaced instance)"
+        in out
+    )
+    assert "WAITING" in out and fleet.replaced == [["node2"]]
+
+
+def test_a_node_without_its_instance_id_exits_65_and_replaces_nothing(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = FakeFleet(["node1", "node2", "node3"], slow={"node2"}, recreate_s=30, no_identity={"node2"})
+    fake(monkeypatch, bed, fleet)
+    code, out, err = run(capsys, *args(bed))
+    assert code == exitcodes.DATA == 65 and out == ""
+    assert "host var gce_instance_id missing or malformed on node2" in err and fleet.replaced == []
+
+
 def test_an_interrupted_bringup_resumes_from_its_record(
     bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -401,9 +401,11 @@ def gcp_outputs(*, zone: str | None = "us-central1-a", tpu: bool = False, **stor
 
 
 def gce_instance(name: str, zone: str = "us-central1-a", project: str = "ml-research-1") -> dict[str, Any]:
-    """One instance as the Compute Engine instances.aggregatedList API returns it."""
+    """One instance as the Compute Engine instances.aggregatedList API returns it (the id, a
+    uint64, travels as a JSON string)."""
     api = "https://www.googleapis.com/compute/v1"
     return {
+        "id": str(int.from_bytes(name.encode()[:8].ljust(8, b"0"), "big")),
         "name": name,
         "zone": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}",
         "selfLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}/instances/{name}",
@@ -504,6 +506,9 @@ def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_
         "a3mega-nodes",
         None,
     )
+    # The instance's own id, which a recreated instance of the same name does not keep.
+    assert ids.gce_instance_id == gce_instance("a3mega-x1b2")["id"]
+    assert ids.gce_instance_id != ids_from_hostvars(hosts["a3mega-q9z8"]["vars"]).gce_instance_id
     assert hostvars["ansible_host"] == "10.0.0.7"
     assert hostvars["lustre_client_mgs_nids"] == ["10.9.0.2@tcp"]
     # GPUDirect-TCPXO through the real plugin: its plugin's library first on the loader's path, the

@@ -22,6 +22,7 @@ class AwsSetUnhealthy(Action):
     description = "Auto Scaling SetInstanceHealth Unhealthy: the group replaces the instance"
     sdk_module = "boto3"
     needs = ("ec2_instance_id",)
+    identity = "ec2_instance_id"
 
     def __init__(self, client_for_region: ClientFactory | None = None) -> None:
         self._factory = client_for_region

@@ -40,6 +40,7 @@ class AzureReplace(Action):
     description = "scale set delete_instances, then sku.capacity restored: a new VM replaces it"
     sdk_module = "azure.mgmt.compute"
     needs = ("azure_subscription_id", "azure_resource_group", "azure_vmss_name", "azure_vmss_instance_id")
+    identity = "azure_vmss_instance_id"
 
     def __init__(
         self,

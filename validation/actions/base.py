@@ -35,6 +35,7 @@ ID_FORMATS: dict[str, tuple[re.Pattern[str], str]] = {
     "gce_zone": (re.compile(r"[a-z]+-[a-z]+\d+-[a-z]"), "a GCP zone like us-central1-a"),
     "gce_mig_region": (re.compile(r"[a-z]+-[a-z]+\d+"), "a GCP region like us-central1"),
     "gce_instance": (re.compile(_DNS_LABEL), "a GCE instance name (RFC 1035 label)"),
+    "gce_instance_id": (re.compile(r"[0-9]{1,20}"), "a GCE instance id (an unsigned 64-bit number)"),
     "gce_mig": (re.compile(_DNS_LABEL), "a managed instance group name (RFC 1035 label)"),
     "azure_subscription_id": (
         re.compile(r"[0-9a-fA-F]{8}-([0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}"),
@@ -75,6 +76,9 @@ class Action(ABC):
     extra: ClassVar[str] = "cloud"
     # Host vars every node must carry for this action.
     needs: ClassVar[tuple[str, ...]] = ()
+    # The host var that names the machine itself, which no replacement shares even where it comes
+    # back under the same inventory name (a recreated GCE instance, a reused private address).
+    identity: ClassVar[str | None] = None
 
     def check_available(self) -> None:
         """Raise MissingSdkError if the SDK is absent (a cheap lookup: nothing is imported)."""

@@ -24,6 +24,7 @@ class GcpRecreate(Action):
     description = "managed instance group recreateInstances: same name, new VM from the template"
     sdk_module = "google.cloud.compute_v1"
     needs = ("gce_project", "gce_zone", "gce_instance", "gce_mig")
+    identity = "gce_instance_id"
 
     def __init__(
         self, zonal_client: Any | None = None, regional_client: Any | None = None, timeout_s: float = 600.0

@@ -26,6 +26,7 @@ class NodeIds:
     gce_project: str | None = None
     gce_zone: str | None = None
     gce_instance: str | None = None
+    gce_instance_id: str | None = None
     gce_mig: str | None = None
     gce_mig_region: str | None = None
     azure_subscription_id: str | None = None

@@ -78,6 +78,7 @@ class ActionReplacer:
         self.action = action
         self.name = action.name
         self.keeps_names = action.name in _KEEPS_NAMES
+        self.identity_var = action.identity
 
     @classmethod
     def named(cls, name: str, timeout_s: float = 600.0) -> ActionReplacer:

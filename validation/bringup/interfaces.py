@@ -52,8 +52,11 @@ class ReplaceOutcome:
 class Replacer(Protocol):
     name: str
     # True when a replacement comes back under the same inventory name (GCP recreate): the loop
-    # then burns in that name again instead of waiting for a new one.
+    # then waits for that name to show a new machine instead of waiting for a new name.
     keeps_names: bool
+    # The host var naming the machine behind an inventory name (an instance id), which tells a
+    # replacement from the node it replaces under one name; None: names alone tell them apart.
+    identity_var: str | None
 
     def check(self, nodes: Sequence[RejectedNode]) -> None:
         """Raise (an ActionError) before anything is changed when a node cannot be replaced."""

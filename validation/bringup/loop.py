@@ -11,6 +11,13 @@ A round:
               a new host that did not answer over SSH yet is burned in again next round instead
   4. wait     until the group shows the replacements (re-reading the inventory) or the timeout
 
+A name does not always name one machine: a recreated GCE instance keeps its name, and an EC2
+replacement may be given the private address (the inventory name) of the instance it replaces.
+Where the replace action has an identity host var (an instance id), the loop records the instance
+each host was burned in on and the instance it replaced: a name showing a replaced instance is
+left out of the rounds until a new one stands behind it, and a kept host whose instance changed
+(the cloud healed it on its own) is burned in again.
+
 A slot is a position in the fleet: the first round's host, then each replacement that stood in for
 it. When several nodes are replaced at once the group does not say which new instance stands in
 for which, so replaced and new hosts are paired in name order.
@@ -28,6 +35,7 @@ from typing import Any
 
 from fleet.results import read_results
 from validation.actions import rejected_nodes
+from validation.actions.base import ID_FORMATS
 from validation.bringup.interfaces import BurnIn, Clock, FleetRunner, InventoryReader, Replacer, SystemClock
 from validation.bringup.record import RECORD_NAME, BringupRecord, RecordError
 from validation.fleetrun.hosts import HostListError
@@ -262,7 +270,9 @@ class _Loop:
         n = r["round"]
         timings: dict[str, float] = {}
         r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
-        hosts = self.read_hosts()
+        listed = self.read_hosts()
+        ids = self.identities(listed)
+        hosts = self.without_replaced(r, listed, ids)
         for host in hosts:
             if host not in self.rec.slots and self.rec.pending:
                 # A replacement that joined after its round's wait: it continues that slot's line.
@@ -277,9 +287,13 @@ class _Loop:
                 f"{results}: cannot prepare it ({exc.strerror or exc})", "CANT_CREATE"
             ) from None
         kept: list[str] = []
+        changed: list[str] = []
         for host in hosts:
             earlier = self.rec.results.get(host)
             if earlier is None:
+                continue
+            if self.replacer.identity_var is not None and ids.get(host) != self.rec.instances.get(host):
+                changed.append(host)  # another machine under the name: its results are not this one's
                 continue
             try:
                 shutil.copy2(earlier, results / f"{host}.jsonl")
@@ -287,7 +301,15 @@ class _Loop:
                 continue  # its results are gone: it is burned in again rather than judged on nothing
             kept.append(host)
         burn = [h for h in hosts if h not in kept]
-        r.update(inventory=hosts, kept=kept, burned=burn)
+        r.update(
+            inventory=listed,
+            kept=kept,
+            burned=burn,
+            instances={h: i for h, i in ids.items() if i is not None},
+        )
+        if changed:
+            r["instance_changed"] = changed
+            self.say(f"round {n}: {', '.join(changed)}: another instance since its burn-in, burned in again")
         self.save()
         reasons: dict[str, list[Reason]] = {h: self.rec.reasons_of(h) for h in kept}
         if burn:
@@ -352,6 +374,40 @@ class _Loop:
         except HostListError as exc:
             raise BringupError(str(exc), "DATA") from None
 
+    def identities(self, hosts: Sequence[str]) -> dict[str, str | None]:
+        """Each host's instance (the replacer's identity var); empty where the replacer has none."""
+        var = self.replacer.identity_var
+        return {} if var is None else _identities(hosts, self.read_hostvars(), var)
+
+    def without_replaced(
+        self, r: dict[str, Any], hosts: Sequence[str], ids: Mapping[str, str | None]
+    ) -> list[str]:
+        """The hosts to burn in and judge: not a name still showing an instance already replaced (a
+        recreation not done yet, an instance not terminated yet), which is never measured again. A
+        name showing a new instance is its replacement: its slot is no longer pending."""
+        left_out = []
+        for host in hosts:
+            replaced = self.rec.retired.get(host)
+            if replaced is None:
+                continue
+            if ids.get(host) == replaced:
+                left_out.append(
+                    {"node": host, "instance": replaced, "why": "still the instance replaced earlier"}
+                )
+                continue
+            del self.rec.retired[host]
+            slot = self.rec.slots.get(host, host)
+            if slot in self.rec.pending:
+                self.rec.pending.remove(slot)
+        r["left_out"] = left_out
+        if left_out:
+            self.say(
+                f"round {r['round']}: left out, still the replaced instance: "
+                + ", ".join(f"{x['node']} ({x['instance']})" for x in left_out)
+            )
+        out = {x["node"] for x in left_out}
+        return [h for h in hosts if h not in out]
+
     # ------------------------------------------------------------------ 3: replace
 
     def choose(self, result: GateResult, r: dict[str, Any]) -> list[tuple[NodeVerdict, list[str], str]]:
@@ -359,7 +415,11 @@ class _Loop:
         left = self.replacement_budget() - self.rec.replacements
         last_round = r["round"] >= self.s.budget.max_rounds
         out_of_time = self.elapsed() >= self.s.budget.max_wall_s
-        earlier_retries = {x["node"] for done in self.rec.rounds[:-1] for x in done.get("retry", [])}
+        # A retry is per machine: a name recreated since its retry gets one again.
+        earlier_retries = {
+            (x["node"], x.get("instance")) for done in self.rec.rounds[:-1] for x in done.get("retry", [])
+        }
+        instances = r.get("instances", {})
         chosen = []
         for v in result.nodes:
             if v.accepted or v.node not in r["inventory"]:
@@ -367,14 +427,18 @@ class _Loop:
             if (
                 r["round"] > 1
                 and v.node in r["burned"]
-                and v.node not in earlier_retries
+                and (v.node, instances.get(v.node)) not in earlier_retries
                 and _unreachable_only(v)
                 and not (last_round or out_of_time)
             ):
                 # A replacement can join the group before its SSH server answers: it gets one more
                 # round before it counts as a reject.
                 r["retry"].append(
-                    {"node": v.node, "why": "a new host that did not answer yet: burned in again"}
+                    {
+                        "node": v.node,
+                        "instance": instances.get(v.node),
+                        "why": "a new host that did not answer yet: burned in again",
+                    }
                 )
                 continue
             keys = reason_keys(v.reasons)
@@ -411,14 +475,29 @@ class _Loop:
 
     def replace(self, r: dict[str, Any], chosen: Sequence[tuple[NodeVerdict, list[str], str]]) -> list[str]:
         """Replace the chosen nodes; the names whose replacement failed."""
-        nodes = rejected_nodes(
-            [(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], self.read_hostvars()
-        )
+        hostvars = self.read_hostvars()
+        nodes = rejected_nodes([(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], hostvars)
         self.replacer.check(nodes)
+        var = self.replacer.identity_var
+        instances = {} if var is None else _identities([n.name for n in nodes], hostvars, var)
+        unknown = sorted((h for h, i in instances.items() if i is None), key=natural_key)
+        if var is not None and unknown:
+            raise BringupError(
+                f"host var {var} missing or malformed on {', '.join(unknown)}: the bring-up tells the "
+                f"replacement from the instance it replaces by it; nothing was replaced. "
+                f"`fleetforge inventory --stack-outputs` writes it",
+                "DATA",
+            )
         # Saved before the cloud is asked: an interruption from here on never asks it twice.
         r["phase"] = "replacing"
         r["replacing"] = [
-            {"node": v.node, "slot": slot, "keys": keys, "reasons": [x.message for x in v.reasons]}
+            {
+                "node": v.node,
+                "slot": slot,
+                "keys": keys,
+                "reasons": [x.message for x in v.reasons],
+                "instance": instances.get(v.node),
+            }
             for v, keys, slot in chosen
         ]
         self.save()
@@ -441,6 +520,8 @@ class _Loop:
     def replaced(self, r: dict[str, Any], asked: Mapping[str, Any], ok: bool, detail: str) -> None:
         r["replaced"].append({**asked, "action": self.replacer.name, "ok": ok, "detail": detail})
         if ok:
+            if asked.get("instance") is not None:
+                self.rec.retired[asked["node"]] = asked["instance"]
             self.rec.replacements += 1
             self.rec.history.setdefault(asked["slot"], []).append(
                 {"round": r["round"], "node": asked["node"], "keys": asked["keys"]}
@@ -470,34 +551,41 @@ class _Loop:
     # ------------------------------------------------------------------ 4: wait
 
     def wait(self, r: dict[str, Any]) -> None:
-        gone = sorted((x["node"] for x in r.get("replaced", []) if x["ok"]), key=natural_key)
+        replaced = {x["node"]: x.get("instance") for x in r.get("replaced", []) if x["ok"]}
+        gone = sorted(replaced, key=natural_key)
         before = list(r.get("inventory", []))
         limit = max(0.0, min(self.s.replace_timeout_s, self.s.budget.max_wall_s - self.elapsed()))
         self.say(f"round {r['round']}: waiting up to {limit:.0f} s for {len(gone)} replacement(s)")
         t0 = self.clock.now()
         hosts: list[str] = before
+        back: list[str] = []  # replaced names that show a new instance
         complete = False
         while True:
             try:
                 hosts = self.inventory.hosts()
+                var = self.replacer.identity_var
+                ids = {} if var is None else _identities(hosts, self.inventory.hostvars(), var)
             except HostListError:
-                hosts = []  # a group between instances can list none for a moment
+                hosts, ids = [], {}  # a group between instances can list none for a moment
+            back = [h for h in gone if h in hosts and self._came_back(replaced[h], ids.get(h))]
             if self.replacer.keeps_names:
-                complete = bool(hosts)
+                complete = len(back) == len(gone)
             else:
-                complete = not set(gone) & set(hosts) and len(hosts) >= len(before)
+                still = [h for h in gone if h in hosts and h not in back]
+                complete = not still and len(hosts) >= len(before)
             waited = self.clock.now() - t0
             if complete or waited >= limit:
                 break
             self.clock.sleep(min(self.s.poll_s, limit - waited))
-        new = [h for h in hosts if h not in before]
-        if self.replacer.keeps_names:
-            new += [h for h in gone if h in hosts]
-        new = sorted(new, key=natural_key)
-        for old, host in zip(gone, new, strict=False):
+        fresh = sorted((h for h in hosts if h not in before), key=natural_key)
+        waiting = [h for h in gone if h not in back]
+        for host in back:
+            self.rec.retired.pop(host, None)
+        for old, host in zip(waiting, fresh, strict=False):
             self.rec.slots[host] = self.rec.slots.get(old, old)
-        # Replaced with no new host yet: a host that joins later takes the slot (finish).
-        self.rec.pending += [self.rec.slots.get(old, old) for old in gone[len(new) :]]
+        # Replaced with no new host yet: a host that joins later takes the slot (burn_and_gate).
+        self.rec.pending += [self.rec.slots.get(old, old) for old in waiting[len(fresh) :]]
+        new = sorted([*back, *fresh], key=natural_key)
         r["new_hosts"] = new
         r["wait"] = {
             "seconds": round(self.clock.now() - t0, 3),
@@ -510,12 +598,23 @@ class _Loop:
         r.setdefault("timings_s", {})["wait"] = r["wait"]["seconds"]
         self.say(f"round {r['round']}: {r['wait']['message']}" + (f": {', '.join(new)}" if new else ""))
 
+    def _came_back(self, replaced: str | None, now: str | None) -> bool:
+        """Whether a replaced name that is listed again shows its replacement."""
+        if replaced is None:
+            return self.replacer.keeps_names  # no identity: only a name-keeping action brings it back
+        return now != replaced
+
     # ------------------------------------------------------------------ end of a round
 
     def finish(self, r: dict[str, Any], t0: float) -> None:
         results = self.s.out_dir / f"round-{r['round']}" / "results"
         saved = r.get("host_reasons", {})
+        instances = r.get("instances", {})
         for host in r.get("burned", []):
+            if host in instances:
+                self.rec.instances[host] = instances[host]
+            else:
+                self.rec.instances.pop(host, None)
             file = results / f"{host}.jsonl"
             if file.is_file():
                 self.rec.results[host] = str(file)
@@ -529,6 +628,7 @@ class _Loop:
             if x["ok"]:
                 self.rec.results.pop(x["node"], None)
                 self.rec.host_reasons.pop(x["node"], None)
+                self.rec.instances.pop(x["node"], None)
         for host in r.get("inventory", []):
             self.rec.slots.setdefault(host, host)
         r["phase"] = "done"
@@ -536,6 +636,22 @@ class _Loop:
         timings = r.setdefault("timings_s", {})
         timings["total"] = round(timings.get("before_wait", 0.0) + self.clock.now() - t0, 3)
         self.save()
+
+
+def _identities(
+    hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], var: str
+) -> dict[str, str | None]:
+    """Each host's `var`, where it is a well-formed identifier (ID_FORMATS); None where not."""
+    out: dict[str, str | None] = {}
+    for host in hosts:
+        value = hostvars.get(host, {}).get(var)
+        text = None if isinstance(value, bool) or not isinstance(value, str | int) else str(value).strip()
+        fmt = ID_FORMATS.get(var)
+        well_formed = text is not None and (
+            fmt[0].fullmatch(text) is not None if fmt else 0 < len(text) <= 128 and text.isprintable()
+        )
+        out[host] = text if well_formed else None
+    return out
 
 
 def _unreachable_only(v: NodeVerdict) -> bool:

@@ -54,6 +54,10 @@ class BringupRecord:
     history: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     # Slots whose replacement was asked for and has not joined the inventory yet, oldest first.
     pending: list[str] = field(default_factory=list)
+    # host -> the instance (the replace action's identity var) its results were measured on.
+    instances: dict[str, str] = field(default_factory=dict)
+    # host -> the instance replaced under that name, until the name shows another one.
+    retired: dict[str, str] = field(default_factory=dict)
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -70,6 +74,8 @@ class BringupRecord:
             "slots": dict(self.slots),
             "history": dict(self.history),
             "pending": list(self.pending),
+            "instances": dict(self.instances),
+            "retired": dict(self.retired),
             "rounds": list(self.rounds),
         }
 
@@ -115,6 +121,8 @@ class BringupRecord:
             slots=dict(doc.get("slots", {})),
             history=dict(doc.get("history", {})),
             pending=list(doc.get("pending", [])),
+            instances=dict(doc.get("instances", {})),
+            retired=dict(doc.get("retired", {})),
             rounds=list(doc.get("rounds", [])),
         )
         for host, file in record.results.items():
@@ -148,6 +156,7 @@ class _Asked(_Open):
     slot: _Text
     keys: _Keys
     reasons: list[_Text] = []
+    instance: _Text | None = None
 
 
 class _Replaced(_Asked):
@@ -196,4 +205,6 @@ class _Record(BaseModel):
     slots: dict[str, _Text] = {}
     history: dict[str, list[_Replacement]] = {}
     pending: list[_Text] = []
+    instances: dict[str, _Text] = {}
+    retired: dict[str, _Text] = {}
     rounds: list[_Round] = []

@@ -1,12 +1,13 @@
 """A fake fleet behind the loop's interfaces: hosts that are healthy or slow, a runner that writes
 their results as `fleetforge burnin` would (tests/validation/gate/helpers.py), an inventory the
-replacer edits, a replacer that swaps a host for the next spare, and a clock that only moves when
-the loop sleeps or a step takes time."""
+replacer edits, a replacer that swaps a host for the next spare (or, as a GCP managed instance
+group, recreates it under its name), and a clock that only moves when the loop sleeps or a step
+takes time. With `identity`, every host carries its instance's id as gce_instance_id."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,30 @@ class FakeFleet:
     interrupt_run: int | None = None  # raise KeyboardInterrupt on this burn-in (1-based)
     interrupt_replace: bool = False  # raise KeyboardInterrupt once the cloud has acted
     unfinished_run: str | None = None  # the next burn-in stops as a whole with this problem
+    identity: bool = False  # hosts carry gce_instance_id
+    recreate_s: float | None = None  # a GCP recreate: a new instance under the name after this long
+    reuse_names: set[str] = field(default_factory=set)  # replaced by an instance under the same name
+    heal: set[str] = field(default_factory=set)  # hosts the cloud replaces on its own while replacing
+    no_identity: set[str] = field(default_factory=set)  # hosts whose instance id is not in the inventory
+    on_new_instance: Callable[[FakeFleet, str], None] | None = None  # how a new VM behaves
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _instances: dict[str, int] = field(default_factory=dict)
+    _recreating: dict[str, float] = field(default_factory=dict)  # host -> when its new instance runs
+
+    def __post_init__(self) -> None:
+        self.keeps_names = self.recreate_s is not None
+        self.identity_var = "gce_instance_id" if self.identity or self.keeps_names else None
+        self._next_instance = itertools.count(7_000_000_000_000_000_001)
+
+    def instance(self, host: str) -> int:
+        return self._instances.setdefault(host, next(self._next_instance))
+
+    def new_instance(self, host: str) -> None:
+        """Another VM under the name: healthy, whatever the one before it measured."""
+        self._instances[host] = next(self._next_instance)
+        self.slow.discard(host)
+        if self.on_new_instance is not None:
+            self.on_new_instance(self, host)
 
     # FleetRunner
     def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
@@ -89,14 +113,23 @@ class FakeFleet:
 
     # InventoryReader
     def read_hosts(self) -> list[str]:
+        for host, ready in list(self._recreating.items()):
+            if self.clock.t >= ready:
+                del self._recreating[host]
+                self.new_instance(host)
         return list(self.hosts)
 
     def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        return {h: {"ansible_host": "10.0.0.1"} for h in self.hosts}
+        self.read_hosts()
+        out: dict[str, dict[str, Any]] = {h: {"ansible_host": "10.0.0.1"} for h in self.hosts}
+        if self.identity_var is not None:
+            for h in self.hosts:
+                if h not in self.no_identity:
+                    out[h][self.identity_var] = str(self.instance(h))  # the API's uint64, as a string
+        return out
 
     # Replacer
     name = "fake-replace"
-    keeps_names = False
 
     def check(self, nodes: Sequence[RejectedNode]) -> None:
         assert all(n.name in self.hosts for n in nodes)
@@ -108,10 +141,20 @@ class FakeFleet:
             if n.name in self.fail_replace:
                 out.append(ReplaceOutcome(n.name, False, "ClientError: throttled"))
                 continue
-            self.hosts.remove(n.name)
-            if self.appear:
-                self.hosts.append(self.spares.pop(0))
+            self.instance(n.name)
+            if self.recreate_s is not None:
+                # The group accepted the recreation; until it is done the old VM is listed.
+                if self.appear:
+                    self._recreating[n.name] = self.clock.t + self.recreate_s
+            elif n.name in self.reuse_names:
+                self.new_instance(n.name)  # e.g. an EC2 replacement given the old private address
+            else:
+                self.hosts.remove(n.name)
+                if self.appear:
+                    self.hosts.append(self.spares.pop(0))
             out.append(ReplaceOutcome(n.name, True, f"{n.name} marked unhealthy"))
+        for host in self.heal:
+            self.new_instance(host)
         if self.interrupt_replace:
             # Ctrl-C after the cloud acted and before the call returned.
             self.interrupt_replace = False

@@ -72,6 +72,9 @@ def test_a_node_without_its_identifiers_is_refused_before_anything_changes() -> 
 
 def test_only_actions_that_bring_a_replacement_are_replacers(tmp_path: Any) -> None:
     assert ActionReplacer(GcpRecreate()).keeps_names is True  # a recreated instance keeps its name
+    # What tells a replacement from the machine it replaces, where a name may stay the same.
+    assert ActionReplacer(GcpRecreate()).identity_var == "gce_instance_id"
+    assert ActionReplacer(AwsSetUnhealthy()).identity_var == "ec2_instance_id"
     with pytest.raises(ValueError, match="does not replace a node"):
         ActionReplacer(InventoryGroup(tmp_path / "inv.yml", "rejected"))
     with pytest.raises(UnknownActionError, match="allowed: aws-unhealthy, gcp-recreate, azure-replace"):

@@ -191,6 +191,93 @@ def test_a_replacement_that_joins_late_continues_its_slot_on_resume(tmp_path: Pa
     assert outcome.status == "budget-spent"  # --max-rounds 3: no round left for another
 
 
+def test_a_recreated_instance_is_waited_for_until_its_name_shows_a_new_instance(tmp_path: Path) -> None:
+    # GCP recreate: the group accepts at once, the old VM stays listed, a new one comes 90 s later.
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=90)
+    old = str(fleet.instance("node2"))
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.replaced == [["node2"]] and fleet.runs == [(), ("node2",)]
+    doc = on_disk(tmp_path)
+    r1, r2 = doc["rounds"]
+    assert r1["replaced"][0]["instance"] == old
+    assert r1["wait"]["complete"] is True and r1["wait"]["seconds"] == 90 and r1["new_hosts"] == ["node2"]
+    assert r2["burned"] == ["node2"] and r2["kept"] == ["node1", "node3"]
+    assert doc["instances"]["node2"] == str(fleet.instance("node2")) != old
+    assert doc["retired"] == {} and doc["pending"] == [] and doc["slots"]["node2"] == "node2"
+
+
+def test_a_name_still_showing_the_replaced_instance_is_never_judged_again(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=900)  # longer than the 600 s wait
+    old = str(fleet.instance("node2"))
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "waiting" and "slot(s) node2" in (outcome.reason or "")
+    assert fleet.replaced == [["node2"]] and fleet.runs == [()]  # not replaced twice, not burned in
+    doc = on_disk(tmp_path)
+    r2 = doc["rounds"][1]
+    assert r2["left_out"] == [
+        {"node": "node2", "instance": old, "why": "still the instance replaced earlier"}
+    ]
+    assert r2["inventory"] == NODES and r2["burned"] == [] and r2["rejected"] == []
+    assert doc["retired"] == {"node2": old} and doc["pending"] == ["node2"]
+    fleet.clock.t += 300  # the recreation finishes
+    outcome = run(fleet, tmp_path, resume=True)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.runs == [(), ("node2",)]
+    doc = on_disk(tmp_path)
+    assert doc["retired"] == {} and doc["pending"] == [] and doc["rounds"][-1]["left_out"] == []
+
+
+def test_a_kept_host_whose_instance_changed_is_burned_in_again(tmp_path: Path) -> None:
+    # While node2 is recreated, the group also heals node1 on its own: same name, another VM.
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, heal={"node1"})
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.runs == [(), ("node1", "node2")]
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert r2["kept"] == ["node3"] and r2["instance_changed"] == ["node1"]
+
+
+def test_a_replacement_under_the_replaced_hosts_name_is_its_replacement(tmp_path: Path) -> None:
+    # An EC2 replacement given the private address (the inventory name) of the one it replaces.
+    fleet = FakeFleet(list(NODES), slow={"node2"}, identity=True, reuse_names={"node2"})
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.runs == [(), ("node2",)]
+    doc = on_disk(tmp_path)
+    r1 = doc["rounds"][0]
+    assert r1["wait"]["complete"] is True and r1["wait"]["seconds"] == 0 and r1["new_hosts"] == ["node2"]
+    assert doc["pending"] == [] and doc["retired"] == {}
+
+
+def test_a_node_without_its_instance_id_is_not_replaced(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, no_identity={"node2"})
+    with pytest.raises(BringupError) as err:
+        run(fleet, tmp_path)
+    assert err.value.exit_name == "DATA"
+    assert "gce_instance_id" in str(err.value) and "node2" in str(err.value)
+    assert fleet.replaced == [] and on_disk(tmp_path)["replacements"] == 0
+
+
+def test_a_retry_for_not_answering_yet_is_per_instance_not_per_name(tmp_path: Path) -> None:
+    recreated: list[str] = []
+
+    def boots(fleet: FakeFleet, host: str) -> None:
+        recreated.append(host)
+        fleet.late.add(host)  # every new VM misses its first burn-in
+        if len(recreated) == 1:
+            fleet.slow.add(host)  # and the first one measures slow once it answers
+
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, on_new_instance=boots)
+    outcome = run(fleet, tmp_path, budget=Budget(max_rounds=5))
+    assert outcome.status == "ready", outcome.reason
+    # node2's second instance got its retry although its first one had one under the same name.
+    assert fleet.replaced == [["node2"], ["node2"]]
+    rounds = on_disk(tmp_path)["rounds"]
+    retried = [(r["round"], x["instance"]) for r in rounds for x in r["retry"]]
+    assert [n for n, _ in retried] == [2, 4] and retried[0][1] != retried[1][1]
+
+
 def test_a_fleet_run_that_did_not_finish_replaces_nothing_and_resumes_at_its_burn_in(
     tmp_path: Path,
 ) -> None:
@@ -321,6 +408,7 @@ def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> No
         (lambda d: d["results"].update(node1="/tmp/round-1/results/node2.jsonl"), "results.node1"),
         (lambda d: d["history"]["node2"][0].update(keys="slow"), "history.node2.0.keys"),
         (lambda d: d.update(pending=[1]), "pending.0"),
+        (lambda d: d.update(retired={"node2": 7}), "retired.node2"),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
