@@ -104,11 +104,11 @@ class InterruptedOnce:
         self.runner = runner
         self.calls = 0
 
-    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...], time_left_s: float) -> BurnIn:
         self.calls += 1
         if self.calls == 2:
             raise KeyboardInterrupt
-        return self.runner(inventory, out_dir, limit)
+        return self.runner(inventory, out_dir, limit, time_left_s)
 
 
 def spec(path: Path, hosts: Sequence[TestHost]) -> Path:

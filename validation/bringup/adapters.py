@@ -5,6 +5,7 @@ cloud's replace actions (AWS set-unhealthy, GCP recreate, Azure delete-and-scale
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,14 @@ class AnsibleFleetRunner:
         self.base = base
         self.say = say
 
-    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
-        opts = dataclasses.replace(self.base, inventory=inventory, out_dir=out_dir, limit=limit)
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...], time_left_s: float) -> BurnIn:
+        opts = dataclasses.replace(
+            self.base,
+            inventory=inventory,
+            out_dir=out_dir,
+            limit=limit,
+            deadline=time.monotonic() + time_left_s,
+        )
         run = run_fleet(opts, say=self.say)
         return BurnIn(
             results_dir=run.results_dir,

@@ -24,9 +24,10 @@ class BurnIn:
 
 
 class FleetRunner(Protocol):
-    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...], time_left_s: float) -> BurnIn:
         """Burn in `limit` (every inventory host when empty) into `out_dir`/results, keeping the
-        files already there for the other hosts."""
+        files already there for the other hosts; a run still going after `time_left_s` is cut short
+        and reports a problem."""
         ...
 
 

@@ -54,6 +54,10 @@ from validation.gate import (
 PATTERN_AFTER = 2
 
 
+class _WallSpent(Exception):
+    """The burn-in was cut short by --max-wall: nothing judged, the round stays at its burn-in."""
+
+
 class BringupError(RuntimeError):
     """The loop cannot go on; `exit_name` names the fleetforge.exitcodes constant."""
 
@@ -205,6 +209,8 @@ class _Loop:
             if last is not None and last["phase"] != "done":
                 current = last
                 self.say(f"round {current['round']}: resuming (it did not finish)")
+                if current["phase"] == "burn-in" and self.elapsed() >= self.s.budget.max_wall_s:
+                    return self.stop("budget-spent", _wall_spent(self.s.budget, current["round"]))
             else:
                 spent = self.spent()
                 if spent:
@@ -228,7 +234,10 @@ class _Loop:
     def round(self, r: dict[str, Any]) -> Outcome | None:
         if r["phase"] == "burn-in":
             t0 = self.clock.now()
-            result = self.burn_and_gate(r)
+            try:
+                result = self.burn_and_gate(r)
+            except _WallSpent:
+                return self.stop("budget-spent", _wall_spent(self.s.budget, r["round"]))
             self.last = result
             if result.outcome(self.s.strict) == "ok":
                 self.finish(r, t0)
@@ -318,7 +327,8 @@ class _Loop:
                 + (f" ({len(kept)} kept on their earlier results)" if kept else "")
             )
             t = self.clock.now()
-            run = self.runner(self.inventory.path, results.parent, tuple(burn) if kept else ())
+            time_left = max(0.0, self.s.budget.max_wall_s - self.elapsed())
+            run = self.runner(self.inventory.path, results.parent, tuple(burn) if kept else (), time_left)
             timings["burnin"] = round(self.clock.now() - t, 3)
             r["fleet_run"] = _run_summary(run)
             if run.problem:
@@ -326,6 +336,8 @@ class _Loop:
                 # results were not measured, and replacing them would replace healthy nodes. The round
                 # stays at its burn-in, which --resume redoes.
                 self.save()
+                if self.elapsed() >= self.s.budget.max_wall_s:
+                    raise _WallSpent
                 raise BringupError(
                     f"round {n}: the fleet run did not finish ({run.problem}); nothing was judged or "
                     f"replaced: fix the cause, then --resume",
@@ -652,6 +664,13 @@ def _identities(
         )
         out[host] = text if well_formed else None
     return out
+
+
+def _wall_spent(budget: Budget, round_no: int) -> str:
+    return (
+        f"--max-wall {budget.max_wall_s:g} s spent during round {round_no}'s burn-in: nothing was "
+        f"judged or replaced; --resume with a larger --max-wall redoes it"
+    )
 
 
 def _unreachable_only(v: NodeVerdict) -> bool:

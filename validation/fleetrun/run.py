@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import shlex
 import shutil
@@ -100,6 +101,9 @@ class FleetRunOptions:
     limit: tuple[str, ...] = ()
     source: Path | None = None  # the fleetforge source tree the node wheel is built from
     ansible_root: Path | None = None  # the folder holding playbooks/burnin.yml and roles/
+    # time.monotonic() by which every play has ended (a bring-up's --max-wall); a run that reaches
+    # it is cut short and reports a problem, so none of its results is judged.
+    deadline: float | None = None
 
 
 @dataclass
@@ -207,21 +211,26 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     events = list(runner.events)
     hosts = host_runs(events, runner.stats, ran)
     problem = _run_problem(runner, events, run_time_limit(opts))
+    if _past(opts.deadline):
+        problem = WALL_PROBLEM
     fetched = sorted(results.glob("*.jsonl"))
     plays = _Plays(ansible_runner, opts, playbook.parent, roles, binary, extravars, private, say)
     kept = [h for h in expected if h not in ran] if opts.limit else []
     ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
     fleet_collective = None
-    if kept and opts.collectives:
+    # Past the deadline no later play starts: the run is cut short as a whole (WALL_PROBLEM).
+    if kept and opts.collectives and not _past(opts.deadline):
         t_collective = time.perf_counter()
         fleet_collective = _fleet_collective(plays, ready, ran, results)
         collective_s = time.perf_counter() - t_collective
     fabric = None
-    if opts.fabric:
+    if opts.fabric and not _past(opts.deadline):
         t_fabric = time.perf_counter()
         fabric = _fabric_stage(plays, ready, left_out)
         fabric.write_host_records(results)
         fabric_s = time.perf_counter() - t_fabric
+    if problem is None and _past(opts.deadline):
+        problem = WALL_PROBLEM  # a later play was cut short: its pairs or all-reduce are partial
     run = FleetRun(
         expected=expected,
         hosts=hosts,
@@ -274,7 +283,7 @@ def _run_playbook(
         suppress_env_files=True,
         rotate_artifacts=5,
         limit=",".join(hosts) or None,
-        timeout=run_time_limit(opts) if timeout is None else timeout,
+        timeout=_until_deadline(run_time_limit(opts) if timeout is None else timeout, opts.deadline),
         event_handler=_Progress(say),
     )
 
@@ -518,6 +527,20 @@ def ansible_env() -> dict[str, str]:
         "ANSIBLE_DEPRECATION_WARNINGS": "False",
         "ANSIBLE_PIPELINING": "True",
     }
+
+
+WALL_PROBLEM = "the run reached its deadline (the bring-up's --max-wall) and was cut short"
+
+
+def _until_deadline(timeout: int, deadline: float | None) -> int:
+    """A play's limit, no later than the deadline (ansible-runner takes whole seconds, at least 1)."""
+    if deadline is None:
+        return timeout
+    return max(1, min(timeout, math.ceil(deadline - time.monotonic())))
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def run_time_limit(opts: FleetRunOptions) -> int:

@@ -18,6 +18,7 @@ from validation.actions import RejectedNode
 from validation.bringup import BurnIn, ReplaceOutcome
 from validation.gate import Reason
 
+RUN_S = 60  # how long one burn-in takes on the fake clock
 SLOW = {"gemm_bf16_tflops": 0.5, "gemm_fp16_tflops": 0.5, "gemm_fp8_tflops": 0.5}
 
 
@@ -76,14 +77,19 @@ class FakeFleet:
             self.on_new_instance(self, host)
 
     # FleetRunner
-    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...]) -> BurnIn:
+    def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...], time_left_s: float) -> BurnIn:
         assert inventory == self.path
         ran = limit or tuple(self.hosts)
         assert set(ran) <= set(self.hosts), (ran, self.hosts)
         self.runs.append(limit)
         if self.interrupt_run == len(self.runs):
             raise KeyboardInterrupt
-        self.clock.t += 60
+        if time_left_s < RUN_S:
+            # As run_fleet with a deadline: cut short when it comes.
+            self.clock.t += time_left_s
+            self.unfinished_run = self.unfinished_run or "the run reached its deadline and was cut short"
+        else:
+            self.clock.t += RUN_S
         if self.unfinished_run is not None:
             # As run_fleet reports a play stopped by its time limit: hosts it left are errors.
             problem, self.unfinished_run = self.unfinished_run, None

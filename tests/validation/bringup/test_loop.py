@@ -162,6 +162,23 @@ def test_the_wall_budget_stops_before_another_round(tmp_path: Path) -> None:
     assert "--max-wall 50" in (outcome.reason or "")
 
 
+def test_a_burn_in_cut_short_by_the_wall_budget_judges_nothing_and_resumes_with_more(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"])
+    # Round 1 (60 s) replaces node2; round 2's burn-in gets the 40 s left and is cut short.
+    outcome = run(fleet, tmp_path, budget=Budget(max_wall_s=100))
+    assert outcome.status == "budget-spent"
+    assert "--max-wall 100 s spent during round 2's burn-in" in (outcome.reason or "")
+    assert fleet.replaced == [["node2"]] and fleet.runs == [(), ("node4",)]
+    assert fleet.clock.t - 1000 == pytest.approx(100)  # not a second past the budget
+    doc = on_disk(tmp_path)
+    assert [r["phase"] for r in doc["rounds"]] == ["done", "burn-in"]
+    # The same budget: nothing runs. A larger one: round 2 is redone and the fleet READY.
+    assert run(fleet, tmp_path, resume=True, budget=Budget(max_wall_s=100)).status == "budget-spent"
+    assert len(fleet.runs) == 2
+    outcome = run(fleet, tmp_path, resume=True, budget=Budget(max_wall_s=1000))
+    assert outcome.status == "ready" and fleet.runs == [(), ("node4",), ("node4",)]
+
+
 def test_replacements_that_never_appear_time_out_on_the_injected_clock(tmp_path: Path) -> None:
     fleet = FakeFleet(list(NODES), slow={"node2"}, appear=False)
     start = fleet.clock.t
