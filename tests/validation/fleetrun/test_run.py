@@ -3,10 +3,12 @@ problems, inventory listing through Ansible, and the command line's refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -28,6 +30,7 @@ from validation.fleetrun.run import (
     _fresh_results_dir,
     _Progress,
     _rerun_results_dir,
+    _run_playbook,
     _run_problem,
     limited_hosts,
     playbook_paths,
@@ -87,6 +90,27 @@ def test_the_whole_run_has_a_limit_above_every_per_host_limit(tmp_path: Path) ->
         )
         < limit
     )
+
+
+def test_a_deadline_caps_every_plays_limit(tmp_path: Path) -> None:
+    asked: list[int] = []
+    ansible_runner = SimpleNamespace(run=lambda **kw: asked.append(kw["timeout"]))
+
+    def play(opts: FleetRunOptions, timeout: int | None = None) -> None:
+        _run_playbook(
+            ansible_runner, opts, tmp_path / "burnin.yml", tmp_path, tmp_path / "ansible-playbook", {},
+            tmp_path, lambda _: None, timeout=timeout,
+        )  # fmt: skip
+
+    free = FleetRunOptions(inventory=tmp_path / "inv.yml", out_dir=tmp_path, timeout_s=600)
+    play(free)
+    play(free, timeout=30)
+    soon = dataclasses.replace(free, deadline=time.monotonic() + 100)
+    play(soon)
+    play(soon, timeout=30)  # a fabric round's own limit, when it is the shorter
+    play(dataclasses.replace(free, deadline=time.monotonic() - 5))  # already past: at once
+    assert asked[:2] == [run_time_limit(free), 30]
+    assert 98 <= asked[2] <= 100 and asked[3] == 30 and asked[4] == 1
 
 
 def test_results_of_an_earlier_run_are_moved_aside_never_judged_again(tmp_path: Path) -> None:
