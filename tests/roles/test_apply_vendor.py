@@ -300,6 +300,19 @@ def test_apply_enables_the_units_the_packages_ship(applied: Applied) -> None:
     assert set(UNITS) <= set(wants), wants
 
 
+def test_the_persistence_daemon_starts_with_persistence_mode_on(applied: Applied) -> None:
+    # The packaged unit (nvidia-compute-utils-<branch>) runs `nvidia-persistenced --user
+    # nvidia-persistenced --no-persistence-mode --verbose`: the drop-in clears ExecStart, then
+    # starts the daemon without that flag.
+    text = applied.sh("cat /etc/systemd/system/nvidia-persistenced.service.d/fleetforge.conf")
+    starts = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+    assert starts == [
+        "ExecStart=",
+        "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose",
+    ], text
+    assert "[Service]" in text
+
+
 def test_second_apply_changes_nothing(applied: Applied) -> None:
     run = applied.reapply
     assert run.rc == 0, _ok(run)
