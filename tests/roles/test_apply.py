@@ -267,6 +267,7 @@ def test_apply_installs_and_configures_for_real(fleet: Fleet) -> None:
         assert status.count("install ok installed") == 7, status
         sysctl = ssh(h, "cat /etc/sysctl.d/90-fleetforge.conf").stdout
         assert "kernel.numa_balancing = 0" in sysctl and "net.core.rmem_max = 268435456" in sysctl
+        assert "nr_hugepages" not in sysctl  # 0 (the default) leaves what the system reserves alone
         assert "* hard memlock unlimited" in " ".join(
             ssh(h, "cat /etc/security/limits.d/90-fleetforge.conf").stdout.split()
         )
