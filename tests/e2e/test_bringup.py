@@ -58,7 +58,9 @@ class StandInGroup:
 
     name = "test-group"
     keeps_names = False
-    identity_var = None  # every test host has a name of its own
+    # Each machine carries an EC2-like instance id in the inventory, which the loop reads back
+    # through ansible-inventory as it reads the ids of a real group.
+    identity_var = "ec2_instance_id"
 
     def __init__(
         self,
@@ -76,7 +78,7 @@ class StandInGroup:
         self.write()
 
     def write(self) -> None:
-        members = {h: dict(self.machines[h]) for h in self.members}
+        members = {h: {**self.machines[h], "ec2_instance_id": instance_id(h)} for h in self.members}
         self.inventory.write_text(yaml.safe_dump({"all": {"hosts": members}}, sort_keys=False))
 
     def check(self, nodes: Sequence[RejectedNode]) -> None:
@@ -95,6 +97,10 @@ class StandInGroup:
             out.append(ReplaceOutcome(node.name, True, f"{node.name} left the group"))
         self.write()
         return out
+
+
+def instance_id(host: str) -> str:
+    return f"i-{int.from_bytes(host.encode()[:8].ljust(8, b'0'), 'big'):016x}"
 
 
 class InterruptedOnce:
@@ -280,6 +286,9 @@ def test_a_slow_host_is_replaced_and_only_its_replacement_burned_in_ready_in_two
     r1, r2 = record["rounds"]
     assert r1["rejected"] == ["h2"] and r1["new_hosts"] == ["h3"], explain  # round 1 not redone
     assert group.replaced == ["h2"]  # once: the resumed loop did not replace it again
+    # Each host's results are known to be its instance's; h2's instance is gone with it.
+    assert record["instances"] == {h: instance_id(h) for h in ("h0", "h1", "h3")}, explain
+    assert r1["replaced"][0]["instance"] == instance_id("h2"), explain
     # Round 2 burns in the replacement alone and judges the whole fleet.
     assert r2["burned"] == ["h3"] and r2["kept"] == ["h0", "h1"], explain
     assert r2["ready"] is True and sorted(r2["accepted"]) == ["h0", "h1", "h3"], explain
