@@ -322,7 +322,7 @@ def test_hosts_cloned_with_one_host_nqn_fail_verification_naming_both(fleet: Fle
         fleet.hosts.ssh(h1, f"echo '{own.strip()}' > /etc/nvme/hostnqn")
     assert run.rc != 0
     failed = run.results("Verify | no two hosts of the play share a host NQN")
-    [(host, result)] = [(h, r) for h, r in failed.items() if r.get("failed")]
+    [(_, result)] = [(h, r) for h, r in failed.items() if r.get("failed")]
     assert f"{shared} on h0, h1" in " ".join(result["msg"].split()), result["msg"]
 
 

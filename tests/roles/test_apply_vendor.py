@@ -120,6 +120,9 @@ SOURCES = {
     "beegfs": ("release/beegfs_7.4.5", "deb12", "non-free", "beegfs.asc", "beegfs"),
 }
 WRONG_DRIVER = "570.133.07"
+KERNEL = "6.1.0-99-amd64"
+INITRAMFS_TOOL = "/usr/local/sbin/update-initramfs"
+INITRAMFS_LOG = "/var/log/fleetforge-test-update-initramfs.log"
 STAND_INS = {
     "cuda_toolkit_verify": False,
     "nccl_verify": False,
@@ -157,6 +160,13 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
     # The hosts cannot reach deb.debian.org, and an apt update with an unreachable source fails
     # (the roles refresh apt after adding a repository); a real node reaches its distribution.
     hosts.ssh(hosts[0], "mv /etc/apt/sources.list /etc/apt/sources.list.unreachable")
+    # The host boots from an initramfs (a kernel's image in /boot), and update-initramfs, which
+    # would build one from the shared kernel's modules, is a stand-in that records how it was run.
+    hosts.ssh(
+        hosts[0],
+        f"mkdir -p /boot && touch /boot/initrd.img-{KERNEL} && printf '%s\\n' '#!/bin/sh' "
+        f"'echo \"$*\" >> {INITRAMFS_LOG}' > {INITRAMFS_TOOL} && chmod 0755 {INITRAMFS_TOOL}",
+    )
     tmp = tmp_path_factory.mktemp("vendor")
     with vendor_mirror.serve(root, _gateway(hosts), 80) as mirror:
         host_vars = {
@@ -311,6 +321,12 @@ def test_the_persistence_daemon_starts_with_persistence_mode_on(applied: Applied
         "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose",
     ], text
     assert "[Service]" in text
+
+
+def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) -> None:
+    # Rebuilt although the roles ran with nvidia_driver_apply_runtime false: the image is what the
+    # next boot reads, before the root file system's modprobe.d. Once: the blacklist changed once.
+    assert applied.sh(f"cat {INITRAMFS_LOG}").splitlines() == ["-u -k all"]
 
 
 def test_second_apply_changes_nothing(applied: Applied) -> None:
