@@ -326,6 +326,25 @@ def test_hosts_cloned_with_one_host_nqn_fail_verification_naming_both(fleet: Fle
     assert f"{shared} on h0, h1" in " ".join(result["msg"].split()), result["msg"]
 
 
+def test_prebuilt_lustre_modules_beside_doca_ofed_are_refused_before_anything_changes(fleet: Fleet) -> None:
+    # As where doca_ofed chose DOCA-OFED (its fact, given here: Debian has no DOCA repository).
+    run = playbook(
+        fleet.inventory,
+        "--check",
+        "--limit",
+        "h2",
+        "--tags",
+        "lustre_client",
+        "-e",
+        "doca_ofed_use_doca=true",
+    )
+    assert run.rc != 0
+    failed = run.results("Check the Lustre modules can load beside DOCA-OFED")
+    assert failed["h2"].get("failed"), failed
+    assert "Set lustre_client_kernel_modules to dkms" in failed["h2"]["msg"], failed
+    assert run.stats["h2"]["changed"] == 0
+
+
 def test_argument_specs_reject_a_wrong_type_naming_the_variable(fleet: Fleet, tmp_path: Path) -> None:
     wrong = {
         "h0": ({"node_tuning_hugepages": "lots"}, "node_tuning_hugepages"),
