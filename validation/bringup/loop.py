@@ -281,6 +281,7 @@ class _Loop:
         r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
         listed = self.read_hosts()
         ids = self.identities(listed)
+        self.require_identities(ids)
         hosts = self.without_replaced(r, listed, ids)
         for host in hosts:
             if host not in self.rec.slots and self.rec.pending:
@@ -301,7 +302,7 @@ class _Loop:
             earlier = self.rec.results.get(host)
             if earlier is None:
                 continue
-            if self.replacer.identity_var is not None and ids.get(host) != self.rec.instances.get(host):
+            if host in self.rec.instances and ids.get(host) != self.rec.instances[host]:
                 changed.append(host)  # another machine under the name: its results are not this one's
                 continue
             try:
@@ -328,7 +329,9 @@ class _Loop:
             )
             t = self.clock.now()
             time_left = max(0.0, self.s.budget.max_wall_s - self.elapsed())
-            run = self.runner(self.inventory.path, results.parent, tuple(burn) if kept else (), time_left)
+            # Limited whenever a listed host is not burned in: kept, or left out (never measured again).
+            limit = () if burn == listed else tuple(burn)
+            run = self.runner(self.inventory.path, results.parent, limit, time_left)
             timings["burnin"] = round(self.clock.now() - t, 3)
             r["fleet_run"] = _run_summary(run)
             if run.problem:
@@ -391,6 +394,14 @@ class _Loop:
         var = self.replacer.identity_var
         return {} if var is None else _identities(hosts, self.read_hostvars(), var)
 
+    def require_identities(self, ids: Mapping[str, str | None]) -> None:
+        """Where replacements keep their names, the wait tells them apart by instance alone: every
+        host needs its id before anything is burned in, not at the first replacement."""
+        var = self.replacer.identity_var
+        unknown = sorted((h for h, i in ids.items() if i is None), key=natural_key)
+        if var is not None and self.replacer.keeps_names and unknown:
+            raise BringupError(_no_identity(var, unknown), "DATA")
+
     def without_replaced(
         self, r: dict[str, Any], hosts: Sequence[str], ids: Mapping[str, str | None]
     ) -> list[str]:
@@ -402,10 +413,14 @@ class _Loop:
             replaced = self.rec.retired.get(host)
             if replaced is None:
                 continue
-            if ids.get(host) == replaced:
-                left_out.append(
-                    {"node": host, "instance": replaced, "why": "still the instance replaced earlier"}
+            now = ids.get(host)
+            if now is None or now == replaced:
+                why = (
+                    "still the instance replaced earlier"
+                    if now
+                    else "no instance id to tell it from the one replaced"
                 )
+                left_out.append({"node": host, "instance": replaced, "why": why})
                 continue
             del self.rec.retired[host]
             slot = self.rec.slots.get(host, host)
@@ -494,12 +509,7 @@ class _Loop:
         instances = {} if var is None else _identities([n.name for n in nodes], hostvars, var)
         unknown = sorted((h for h, i in instances.items() if i is None), key=natural_key)
         if var is not None and unknown:
-            raise BringupError(
-                f"host var {var} missing or malformed on {', '.join(unknown)}: the bring-up tells the "
-                f"replacement from the instance it replaces by it; nothing was replaced. "
-                f"`fleetforge inventory --stack-outputs` writes it",
-                "DATA",
-            )
+            raise BringupError(_no_identity(var, unknown) + "; nothing was replaced", "DATA")
         # Saved before the cloud is asked: an interruption from here on never asks it twice.
         r["phase"] = "replacing"
         r["replacing"] = [
@@ -565,7 +575,12 @@ class _Loop:
     def wait(self, r: dict[str, Any]) -> None:
         replaced = {x["node"]: x.get("instance") for x in r.get("replaced", []) if x["ok"]}
         gone = sorted(replaced, key=natural_key)
-        before = list(r.get("inventory", []))
+        left_out = {x["node"] for x in r.get("left_out", [])}
+        # The hosts the round judged: a left-out name (an old instance on its way out) may go meanwhile.
+        before = [h for h in r.get("inventory", []) if h not in left_out]
+        # A name seen before (the round's, an earlier round's, a replaced one) is never a new host:
+        # it comes back to its own slot.
+        known = set(r.get("inventory", [])) | set(self.rec.slots) | set(self.rec.retired)
         limit = max(0.0, min(self.s.replace_timeout_s, self.s.budget.max_wall_s - self.elapsed()))
         self.say(f"round {r['round']}: waiting up to {limit:.0f} s for {len(gone)} replacement(s)")
         t0 = self.clock.now()
@@ -589,7 +604,7 @@ class _Loop:
             if complete or waited >= limit:
                 break
             self.clock.sleep(min(self.s.poll_s, limit - waited))
-        fresh = sorted((h for h in hosts if h not in before), key=natural_key)
+        fresh = sorted((h for h in hosts if h not in known), key=natural_key)
         waiting = [h for h in gone if h not in back]
         for host in back:
             self.rec.retired.pop(host, None)
@@ -614,7 +629,7 @@ class _Loop:
         """Whether a replaced name that is listed again shows its replacement."""
         if replaced is None:
             return self.replacer.keeps_names  # no identity: only a name-keeping action brings it back
-        return now != replaced
+        return now is not None and now != replaced  # no id now: not known to be another instance
 
     # ------------------------------------------------------------------ end of a round
 
@@ -664,6 +679,13 @@ def _identities(
         )
         out[host] = text if well_formed else None
     return out
+
+
+def _no_identity(var: str, hosts: Sequence[str]) -> str:
+    return (
+        f"host var {var} missing or malformed on {', '.join(hosts)}: the bring-up tells a replacement "
+        f"from the instance it replaces by it (`fleetforge inventory --stack-outputs` writes it)"
+    )
 
 
 def _wall_spent(budget: Budget, round_no: int) -> str:

@@ -383,6 +383,9 @@ class _Plays:
     def run(
         self, playbook: str, extravars: Mapping[str, object], limit: Sequence[str], timeout: int, what: str
     ) -> list[Mapping[str, Any]]:
+        if _past(self.opts.deadline):
+            self.say(f"{what}: not started, the run is past its deadline")
+            return []  # the run reports WALL_PROBLEM: nothing of it is judged
         try:
             runner = _run_playbook(
                 self.ansible_runner,

@@ -53,6 +53,8 @@ class FakeFleet:
     unfinished_run: str | None = None  # the next burn-in stops as a whole with this problem
     identity: bool = False  # hosts carry gce_instance_id
     recreate_s: float | None = None  # a GCP recreate: a new instance under the name after this long
+    vanish: bool = False  # a name being recreated is not listed until its new instance runs
+    slow_from: dict[str, int] = field(default_factory=dict)  # host -> the burn-in it turns slow at
     reuse_names: set[str] = field(default_factory=set)  # replaced by an instance under the same name
     heal: set[str] = field(default_factory=set)  # hosts the cloud replaces on its own while replacing
     no_identity: set[str] = field(default_factory=set)  # hosts whose instance id is not in the inventory
@@ -79,8 +81,9 @@ class FakeFleet:
     # FleetRunner
     def __call__(self, inventory: Path, out_dir: Path, limit: tuple[str, ...], time_left_s: float) -> BurnIn:
         assert inventory == self.path
-        ran = limit or tuple(self.hosts)
-        assert set(ran) <= set(self.hosts), (ran, self.hosts)
+        listed = self.read_hosts()
+        ran = limit or tuple(listed)
+        assert set(ran) <= set(listed), (ran, listed)
         self.runs.append(limit)
         if self.interrupt_run == len(self.runs):
             raise KeyboardInterrupt
@@ -111,7 +114,8 @@ class FakeFleet:
                 reasons[host] = [Reason("missing", None, None, None, "results", "unreachable: ssh refused")]
                 continue
             run_id = f"r{next(self._ids)}"
-            records = node_records(host, scale=SLOW if host in self.slow else None, run_id=run_id)
+            slow = host in self.slow or len(self.runs) >= self.slow_from.get(host, len(self.runs) + 1)
+            records = node_records(host, scale=SLOW if slow else None, run_id=run_id)
             with ResultsWriter(results / f"{host}.jsonl") as w:
                 for r in records:
                     w.append(r)
@@ -123,13 +127,13 @@ class FakeFleet:
             if self.clock.t >= ready:
                 del self._recreating[host]
                 self.new_instance(host)
-        return list(self.hosts)
+        return [h for h in self.hosts if not (self.vanish and h in self._recreating)]
 
     def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        self.read_hosts()
-        out: dict[str, dict[str, Any]] = {h: {"ansible_host": "10.0.0.1"} for h in self.hosts}
+        listed = self.read_hosts()
+        out: dict[str, dict[str, Any]] = {h: {"ansible_host": "10.0.0.1"} for h in listed}
         if self.identity_var is not None:
-            for h in self.hosts:
+            for h in listed:
                 if h not in self.no_identity:
                     out[h][self.identity_var] = str(self.instance(h))  # the API's uint64, as a string
         return out

@@ -245,6 +245,37 @@ def test_a_name_still_showing_the_replaced_instance_is_never_judged_again(tmp_pa
     assert doc["retired"] == {} and doc["pending"] == [] and doc["rounds"][-1]["left_out"] == []
 
 
+def test_a_name_left_out_is_not_burned_in_when_no_host_is_kept(tmp_path: Path) -> None:
+    # node2's recreation outlasts the wait, and the group healed node1 and node3 meanwhile: nothing
+    # is kept, and node2's old VM must still stay out of the burn-in (its pairs, its results).
+    fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=900, heal={"node1", "node3"})
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "waiting", outcome.reason
+    assert fleet.runs == [(), ("node1", "node3")]
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert [x["node"] for x in r2["left_out"]] == ["node2"] and r2["kept"] == []
+
+
+def test_a_recreated_name_back_during_another_wait_returns_to_its_own_slot(tmp_path: Path) -> None:
+    # node2 is recreated in round 1 and unlisted until 900 s later; meanwhile the group healed node3,
+    # whose new VM measures slow in round 2 and is recreated too. node2 comes back during node3's
+    # wait: it returns to its own slot, never node3's.
+    fleet = FakeFleet(
+        list(NODES), slow={"node2"}, slow_from={"node3": 2}, heal={"node3"}, recreate_s=900, vanish=True
+    )
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "waiting", outcome.reason
+    assert fleet.replaced == [["node2"], ["node3"]]
+    doc = on_disk(tmp_path)
+    r2, r3 = doc["rounds"][1:]
+    assert r2["new_hosts"] == [] and r2["wait"]["complete"] is False
+    assert doc["slots"]["node2"] == "node2" and doc["pending"] == ["node3"]
+    assert r3["inventory"] == ["node1", "node2"] and r3["burned"] == ["node2"]  # node3 unlisted
+    assert doc["history"]["node3"] == [
+        {"round": 2, "node": "node3", "keys": doc["history"]["node3"][0]["keys"]}
+    ]
+
+
 def test_a_kept_host_whose_instance_changed_is_burned_in_again(tmp_path: Path) -> None:
     # While node2 is recreated, the group also heals node1 on its own: same name, another VM.
     fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, heal={"node1"})
@@ -273,7 +304,8 @@ def test_a_node_without_its_instance_id_is_not_replaced(tmp_path: Path) -> None:
         run(fleet, tmp_path)
     assert err.value.exit_name == "DATA"
     assert "gce_instance_id" in str(err.value) and "node2" in str(err.value)
-    assert fleet.replaced == [] and on_disk(tmp_path)["replacements"] == 0
+    # Refused before the first burn-in, not after it at the first replacement.
+    assert fleet.runs == [] and fleet.replaced == []
 
 
 def test_a_retry_for_not_answering_yet_is_per_instance_not_per_name(tmp_path: Path) -> None:
