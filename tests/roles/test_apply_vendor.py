@@ -123,6 +123,7 @@ WRONG_DRIVER = "570.133.07"
 KERNEL = "6.1.0-99-amd64"
 INITRAMFS_TOOL = "/usr/local/sbin/update-initramfs"
 INITRAMFS_LOG = "/var/log/fleetforge-test-update-initramfs.log"
+AUTOBUILD = "/etc/beegfs/beegfs-client-autobuild.conf"
 STAND_INS = {
     "cuda_toolkit_verify": False,
     "nccl_verify": False,
@@ -141,6 +142,7 @@ class Applied:
     apply: Run
     reapply: Run
     wrong_pin: Run
+    doca: Run
 
     def sh(self, command: str) -> str:
         return self.hosts.ssh(self.hosts[0], command).stdout
@@ -166,6 +168,13 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
         hosts[0],
         f"mkdir -p /boot && touch /boot/initrd.img-{KERNEL} && printf '%s\\n' '#!/bin/sh' "
         f"'echo \"$*\" >> {INITRAMFS_LOG}' > {INITRAMFS_TOOL} && chmod 0755 {INITRAMFS_TOOL}",
+    )
+    # What the real beegfs-client package ships and its installation creates (the placeholder
+    # carries neither): the autobuild configuration and the folder of its rebuild flag.
+    hosts.ssh(
+        hosts[0],
+        "mkdir -p /var/lib/beegfs/client /etc/beegfs && "
+        f"printf '%s\\n' 'buildEnabled=true' 'buildArgs=-j8' > {AUTOBUILD}",
     )
     tmp = tmp_path_factory.mktemp("vendor")
     with vendor_mirror.serve(root, _gateway(hosts), 80) as mirror:
@@ -201,14 +210,17 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
             hostvars={"h0": {**host_vars, "nvidia_driver_version": WRONG_DRIVER}},
         )
         wrong_pin = playbook(wrong, *skip)
-    for label, run in (("check", check), ("apply", apply), ("reapply", reapply), ("wrong_pin", wrong_pin)):
+        # As where doca_ofed installed DOCA-OFED (its fact, given here: Debian has no DOCA repository).
+        doca = playbook(inventory, "--tags", "beegfs_client", "-e", "doca_ofed_use_doca=true")
+    runs = {"check": check, "apply": apply, "reapply": reapply, "wrong_pin": wrong_pin, "doca": doca}
+    for label, run in runs.items():
         (tmp / f"{label}.json").write_text(json.dumps(run.doc))
     print(f"\nansible-playbook results: {tmp}/*.json")
     print(
         f"ansible-playbook wall time: check {check.seconds:.0f}s, apply {apply.seconds:.0f}s, "
         f"reapply {reapply.seconds:.0f}s, wrong pin {wrong_pin.seconds:.0f}s"
     )
-    return Applied(hosts, mirror, written, requests_during_check, check, apply, reapply, wrong_pin)
+    return Applied(hosts, mirror, written, requests_during_check, check, apply, reapply, wrong_pin, doca)
 
 
 def _why(run: Run) -> dict[str, str]:
@@ -327,6 +339,17 @@ def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) ->
     # Rebuilt although the roles ran with nvidia_driver_apply_runtime false: the image is what the
     # next boot reads, before the root file system's modprobe.d. Once: the blacklist changed once.
     assert applied.sh(f"cat {INITRAMFS_LOG}").splitlines() == ["-u -k all"]
+
+
+def test_beside_doca_ofed_the_beegfs_module_is_rebuilt_against_its_headers(applied: Applied) -> None:
+    # The earlier runs (the distribution's rdma-core) left the packaged line alone.
+    assert applied.doca.rc == 0, _ok(applied.doca)
+    lines = applied.sh(f"cat {AUTOBUILD}").splitlines()
+    assert lines == [
+        "buildEnabled=true",
+        "buildArgs=-j8 OFED_INCLUDE_PATH=/usr/src/ofa_kernel/default/include",
+    ]
+    applied.sh("test -f /var/lib/beegfs/client/force-auto-build")  # the next start rebuilds
 
 
 def test_second_apply_changes_nothing(applied: Applied) -> None:
