@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from validation.actions import (
     Action,
@@ -21,8 +20,8 @@ from validation.actions import (
     hostvars_from_inventory_list,
     plan_actions,
 )
-from validation.bringup.interfaces import BurnIn, ReplaceOutcome
-from validation.fleetrun.hosts import HostListError, inventory_listing, list_hosts
+from validation.bringup.interfaces import BurnIn, InventoryView, ReplaceOutcome
+from validation.fleetrun.hosts import HostListError, inventory_listing, usable_hosts
 from validation.fleetrun.run import FleetRunOptions, run_fleet
 
 # The actions that replace a node through its cloud's group; the others (quarantine group, drain,
@@ -64,14 +63,13 @@ class AnsibleInventory:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def hosts(self) -> list[str]:
-        return list_hosts(self.path)
-
-    def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
+    def read(self) -> InventoryView:
+        # One `ansible-inventory --list` (with a cloud plugin: one API listing) for hosts and vars.
         try:
-            return hostvars_from_inventory_list(inventory_listing(self.path))
+            listing = inventory_listing(self.path)
         except HostListError as exc:
             raise HostListError(f"--inventory {self.path}: {exc}") from None
+        return InventoryView(usable_hosts(listing, self.path), hostvars_from_inventory_list(listing))
 
 
 class ActionReplacer:

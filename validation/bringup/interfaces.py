@@ -31,15 +31,19 @@ class FleetRunner(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class InventoryView:
+    """One reading of the inventory: hosts and their vars from the same listing."""
+
+    hosts: list[str]  # what it lists now (the group re-read: replacements appear here)
+    hostvars: Mapping[str, Mapping[str, Any]]  # merged vars: the identifiers the replace action needs
+
+
 class InventoryReader(Protocol):
     path: Path
 
-    def hosts(self) -> list[str]:
-        """The hosts the inventory lists now (the group re-read: replacements appear here)."""
-        ...
-
-    def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        """Every host's merged vars: the identifiers the replace action needs."""
+    def read(self) -> InventoryView:
+        """The inventory as it is now; HostListError when it cannot be read."""
         ...
 
 

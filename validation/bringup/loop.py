@@ -36,7 +36,15 @@ from typing import Any
 from fleet.results import read_results
 from validation.actions import rejected_nodes
 from validation.actions.base import ID_FORMATS
-from validation.bringup.interfaces import BurnIn, Clock, FleetRunner, InventoryReader, Replacer, SystemClock
+from validation.bringup.interfaces import (
+    BurnIn,
+    Clock,
+    FleetRunner,
+    InventoryReader,
+    InventoryView,
+    Replacer,
+    SystemClock,
+)
 from validation.bringup.record import RECORD_NAME, BringupRecord, RecordError
 from validation.fleetrun.hosts import HostListError
 from validation.gate import (
@@ -279,8 +287,9 @@ class _Loop:
         n = r["round"]
         timings: dict[str, float] = {}
         r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
-        listed = self.read_hosts()
-        ids = self.identities(listed)
+        view = self.read_inventory()
+        listed = view.hosts
+        ids = self.identities(view)
         self.require_identities(ids)
         hosts = self.without_replaced(r, listed, ids)
         for host in hosts:
@@ -383,16 +392,16 @@ class _Loop:
         self.save()
         return result
 
-    def read_hosts(self) -> list[str]:
+    def read_inventory(self) -> InventoryView:
         try:
-            return self.inventory.hosts()
+            return self.inventory.read()
         except HostListError as exc:
             raise BringupError(str(exc), "DATA") from None
 
-    def identities(self, hosts: Sequence[str]) -> dict[str, str | None]:
-        """Each host's instance (the replacer's identity var); empty where the replacer has none."""
+    def identities(self, view: InventoryView) -> dict[str, str | None]:
+        """Each listed host's instance (the replacer's identity var); empty where it has none."""
         var = self.replacer.identity_var
-        return {} if var is None else _identities(hosts, self.read_hostvars(), var)
+        return {} if var is None else _identities(view.hosts, view.hostvars, var)
 
     def require_identities(self, ids: Mapping[str, str | None]) -> None:
         """Where replacements keep their names, the wait tells them apart by instance alone: every
@@ -502,7 +511,7 @@ class _Loop:
 
     def replace(self, r: dict[str, Any], chosen: Sequence[tuple[NodeVerdict, list[str], str]]) -> list[str]:
         """Replace the chosen nodes; the names whose replacement failed."""
-        hostvars = self.read_hostvars()
+        hostvars = self.read_inventory().hostvars
         nodes = rejected_nodes([(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], hostvars)
         self.replacer.check(nodes)
         var = self.replacer.identity_var
@@ -564,12 +573,6 @@ class _Loop:
         r["phase"] = "replaced"
         self.save()
 
-    def read_hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        try:
-            return self.inventory.hostvars()
-        except HostListError as exc:
-            raise BringupError(str(exc), "DATA") from None
-
     # ------------------------------------------------------------------ 4: wait
 
     def wait(self, r: dict[str, Any]) -> None:
@@ -589,11 +592,10 @@ class _Loop:
         complete = False
         while True:
             try:
-                hosts = self.inventory.hosts()
-                var = self.replacer.identity_var
-                ids = {} if var is None else _identities(hosts, self.inventory.hostvars(), var)
+                view = self.inventory.read()
             except HostListError:
-                hosts, ids = [], {}  # a group between instances can list none for a moment
+                view = InventoryView([], {})  # a group between instances can list none for a moment
+            hosts, ids = view.hosts, self.identities(view)
             back = [h for h in gone if h in hosts and self._came_back(replaced[h], ids.get(h))]
             if self.replacer.keeps_names:
                 complete = len(back) == len(gone)
@@ -669,11 +671,11 @@ def _identities(
     hosts: Sequence[str], hostvars: Mapping[str, Mapping[str, Any]], var: str
 ) -> dict[str, str | None]:
     """Each host's `var`, where it is a well-formed identifier (ID_FORMATS); None where not."""
+    fmt = ID_FORMATS.get(var)
     out: dict[str, str | None] = {}
     for host in hosts:
         value = hostvars.get(host, {}).get(var)
         text = None if isinstance(value, bool) or not isinstance(value, str | int) else str(value).strip()
-        fmt = ID_FORMATS.get(var)
         well_formed = text is not None and (
             fmt[0].fullmatch(text) is not None if fmt else 0 < len(text) <= 128 and text.isprintable()
         )

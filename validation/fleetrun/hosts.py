@@ -112,6 +112,12 @@ def list_hosts(inventory: Path) -> list[str]:
         doc = inventory_listing(inventory)
     except HostListError as exc:
         raise HostListError(f"--inventory {inventory}: {exc}") from None
+    return usable_hosts(doc, inventory)
+
+
+def usable_hosts(doc: Mapping[str, Any], inventory: Path) -> list[str]:
+    """The hosts of an `ansible-inventory --list` listing of `inventory`, in natural order; a
+    HostListError when it names none or a name that is not allowed."""
     hosts = hosts_from_listing(doc)
     if not hosts:
         raise HostListError(f"--inventory {inventory}: names no host")

@@ -15,7 +15,7 @@ from typing import Any
 from fleet.results import ResultsWriter
 from tests.validation.gate.helpers import node_records
 from validation.actions import RejectedNode
-from validation.bringup import BurnIn, ReplaceOutcome
+from validation.bringup import BurnIn, InventoryView, ReplaceOutcome
 from validation.gate import Reason
 
 RUN_S = 60  # how long one burn-in takes on the fake clock
@@ -173,14 +173,11 @@ class FakeFleet:
 
 
 class Inventory:
-    """The fleet's inventory side alone (InventoryReader's `hosts` name clashes with the field)."""
+    """The fleet's inventory side alone, as InventoryReader."""
 
     def __init__(self, fleet: FakeFleet) -> None:
         self.fleet = fleet
         self.path = fleet.path
 
-    def hosts(self) -> list[str]:
-        return self.fleet.read_hosts()
-
-    def hostvars(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.fleet.hostvars()
+    def read(self) -> InventoryView:
+        return InventoryView(self.fleet.read_hosts(), self.fleet.hostvars())

@@ -1,12 +1,15 @@
 """The real actions behind the Replacer interface: AwsSetUnhealthy with a recording Auto Scaling
 client (the SDK call and its parameters exactly), identifiers checked before anything is changed,
-an SDK error an outcome of its node, and only actions that bring a replacement are accepted."""
+an SDK error an outcome of its node, and only actions that bring a replacement are accepted. And the
+inventory as the loop reads it: hosts and vars from one real `ansible-inventory --list`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 
 from validation.actions import (
@@ -18,7 +21,8 @@ from validation.actions import (
     RejectedNode,
     UnknownActionError,
 )
-from validation.bringup.adapters import ActionReplacer
+from validation.bringup.adapters import ActionReplacer, AnsibleInventory
+from validation.fleetrun.hosts import HostListError
 
 
 class AutoScaling:
@@ -79,3 +83,18 @@ def test_only_actions_that_bring_a_replacement_are_replacers(tmp_path: Any) -> N
         ActionReplacer(InventoryGroup(tmp_path / "inv.yml", "rejected"))
     with pytest.raises(UnknownActionError, match="allowed: aws-unhealthy, gcp-recreate, azure-replace"):
         ActionReplacer.named("slurm-drain")
+
+
+def test_one_reading_gives_the_hosts_and_their_vars(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    hosts = {
+        "node10": {"ec2_instance_id": "i-0aaaaaaaaaaaaaaaa"},
+        "node9": {"ec2_instance_id": "i-0bbbbbbbbbbbbbbbb"},
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    view = AnsibleInventory(inventory).read()
+    assert view.hosts == ["node9", "node10"]  # natural order
+    assert view.hostvars["node10"]["ec2_instance_id"] == "i-0aaaaaaaaaaaaaaaa"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"bad name": None}}}))
+    with pytest.raises(HostListError, match="not allowed"):
+        AnsibleInventory(inventory).read()
