@@ -48,6 +48,7 @@ from typing import Any
 
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, instant, read_results, utc_now
 from validation.burnin.probes.allreduce_cpu import bus_factor
+from validation.burnin.probes.pci import torch_gpu_evidence
 from validation.burnin.procutil import UsageExitParser
 
 CHECK = "multinode_collectives"
@@ -237,6 +238,10 @@ def torchrun_argv(args: argparse.Namespace, nnodes: int, nproc: int) -> list[str
 def _nproc(asked: int) -> int:
     if asked > 0:
         return asked
+    # A node without a GPU runs one rank: importing PyTorch only to hear that costs the launcher
+    # 1.7 CPU-s per node and round (the worker imports it anyway).
+    if not torch_gpu_evidence():
+        return 1
     import torch
 
     return max(1, torch.cuda.device_count()) if torch.cuda.is_available() else 1

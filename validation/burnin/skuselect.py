@@ -20,12 +20,11 @@ from typing import Any
 
 from fleet.catalog import Sku, all_skus, get_sku
 from validation.burnin.models import model_matches
+from validation.burnin.probes.pci import NVIDIA_PCI_VENDOR, gpu_functions, read
 
 _VENDOR_CLOUD = {"amazon ec2": "aws", "google": "gcp", "microsoft corporation": "azure"}
 _GOOGLE_PCI_VENDOR = "0x1ae0"
-_NVIDIA_PCI_VENDOR = "0x10de"
 _PCI_NOT_TPU = ("0x01", "0x02")  # mass storage and network controllers
-_PCI_DISPLAY_CLASS = "0x03"  # VGA and 3D controllers; NVSwitch bridges (0x0680) are not GPUs
 # Where detection looks by default; resolved at call time so tests can point them at a fake tree.
 SYSFS_ROOT = Path("/sys")
 DEV_ROOT = Path("/dev")
@@ -46,13 +45,6 @@ class AcceleratorUnreadable(AutoSkuError):
 
 class _NvmlUnavailable(Exception):
     """NVML could not be asked (pynvml missing, library or driver absent); the text says why."""
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return ""
 
 
 def _nvml_devices(nvml: Any) -> list[tuple[str, float]]:
@@ -86,20 +78,15 @@ def _nvml_devices(nvml: Any) -> list[tuple[str, float]]:
 
 def _nvidia_evidence(sysfs: Path, dev: Path) -> str | None:
     """What shows an NVIDIA GPU without asking NVML, or None."""
-    for vendor_file in sorted(glob.glob(str(sysfs / "bus/pci/devices/*/vendor"))):
-        function = Path(vendor_file).parent
-        pci_class = _read(function / "class").lower()
-        if _read(Path(vendor_file)).lower() == _NVIDIA_PCI_VENDOR and pci_class.startswith(
-            _PCI_DISPLAY_CLASS
-        ):
-            return f"PCI device {function.name} is an NVIDIA GPU (class {pci_class})"
+    for function, pci_class in gpu_functions(sysfs, (NVIDIA_PCI_VENDOR,)):
+        return f"PCI device {function.name} is an NVIDIA GPU (class {pci_class})"
     nodes = sorted(glob.glob(str(dev / "nvidia[0-9]*")))
     return f"{nodes[0]} exists" if nodes else None
 
 
 def _cloud(sysfs: Path) -> tuple[str | None, str]:
-    vendor = _read(sysfs / "class/dmi/id/sys_vendor").lower()
-    product = _read(sysfs / "class/dmi/id/product_name")
+    vendor = read(sysfs / "class/dmi/id/sys_vendor").lower()
+    product = read(sysfs / "class/dmi/id/product_name")
     cloud = next((c for v, c in _VENDOR_CLOUD.items() if vendor.startswith(v)), None)
     return cloud, product
 
@@ -108,9 +95,9 @@ def _has_tpu(sysfs: Path, dev: Path) -> bool:
     if glob.glob(str(dev / "accel[0-9]*")):
         return True
     for vendor_file in glob.glob(str(sysfs / "bus/pci/devices/*/vendor")):
-        pci_class = _read(Path(vendor_file).parent / "class").lower()
+        pci_class = read(Path(vendor_file).parent / "class").lower()
         # Every GCE VM has Google PCI functions that are disks and NICs (NVMe, gVNIC): not TPUs.
-        if _read(Path(vendor_file)) == _GOOGLE_PCI_VENDOR and not pci_class.startswith(_PCI_NOT_TPU):
+        if read(Path(vendor_file)) == _GOOGLE_PCI_VENDOR and not pci_class.startswith(_PCI_NOT_TPU):
             return True
     return False
 

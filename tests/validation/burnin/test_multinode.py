@@ -173,6 +173,19 @@ def test_an_empty_endpoint_as_the_role_passes_it_is_a_skip_not_a_usage_error(
     assert check.status == "skip" and "no rendezvous endpoint" in (check.reason or "")
 
 
+def test_a_node_without_a_gpu_runs_one_rank_without_importing_pytorch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # any import of it raises
+    monkeypatch.setattr(multinode, "torch_gpu_evidence", lambda: False)
+    assert multinode._nproc(0) == 1
+    assert multinode._nproc(4) == 4  # asked for: taken as given
+    # A node showing a GPU asks PyTorch how many it can use.
+    monkeypatch.setattr(multinode, "torch_gpu_evidence", lambda: True)
+    with pytest.raises(ImportError):
+        multinode._nproc(0)
+
+
 def _pretend_torch(monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
     monkeypatch.setattr(multinode.importlib.util, "find_spec", lambda name: object())
     monkeypatch.setattr(multinode, "_nproc", lambda asked: 1)
