@@ -23,6 +23,7 @@ from fleet.results import read_results
 from tests.conftest import ROOT
 from tests.hosts.harness import measuring_turn
 from validation.fleetrun import bundle
+from validation.fleetrun.run import default_cache
 
 ANSIBLE = "fleetforge/ansible/"
 # Top-level modules of the extras (and of torch, which a fleet run adds with --extra-package).
@@ -102,7 +103,8 @@ def _ok(done: subprocess.CompletedProcess[str], what: str) -> subprocess.Complet
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Node:
     tmp = tmp_path_factory.mktemp("node")
-    wheel = bundle._build_wheel(ROOT, tmp / "build", sys.executable, lambda _: None)
+    # The shared cache, as `fleet burnin` uses it: the fleet runs' tests build the same tree's wheel.
+    wheel = bundle._build_wheel(ROOT, tmp / "build", default_cache(), sys.executable, lambda _: None)
     work = tmp / "work"
     work.mkdir()
     made = Node(wheel, tmp / "venv", work)

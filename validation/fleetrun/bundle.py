@@ -10,7 +10,8 @@ Or the operator brings a wheelhouse (`--wheelhouse DIR`: fleetforge-*.whl plus e
 wheel, e.g. made with `pip wheel`/`pip download` on a machine like the nodes): nothing is fetched.
 
 The dependency set is cached by what decides it (Python, platform, requirements, constraints,
-extras), and its tar is keyed by its content: a node reinstalls only when the wheels changed.
+extras), and its tar is keyed by its content: a node reinstalls only when the wheels changed. The
+project's wheel is cached by the files it is built from, so an unchanged tree is not built again.
 The tar lists the wheels first and MANIFEST (sha256 and name of each) last, so a node that finds
 MANIFEST unpacked knows the rest is there too.
 """
@@ -38,6 +39,7 @@ _SOURCE_FILES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "setup.cf
 _ANSIBLE_FOLDERS = ("playbooks", "roles")
 _SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist", ".*")
 _PIP_TIMEOUT_S = 1800
+_WHEELS_KEPT = 8
 _ZIP_EPOCH = "315532800"  # 1980-01-01, the earliest time a zip entry can carry
 _EXTRA_MARKER = re.compile(r"\bextra\s*==")
 
@@ -107,30 +109,31 @@ def build_bundle(
             "no fleetforge source tree to build the node wheel from (fleetforge is installed from a "
             "wheel here): pass --wheelhouse DIR with fleetforge-*.whl and its dependency wheels"
         )
-    wheel = _build_wheel(source, work, python, log)
+    wheel = _build_wheel(source, work, cache, python, log)
     deps_dir = _download_deps(wheel, cache, extra_packages, python, log)
     return _bundle(wheel, deps_dir, cache, _tag_python(python), _tag_machine(python))
 
 
-def _build_wheel(source: Path, work: Path, python: str, log: Callable[[str], None]) -> Path:
+def _build_wheel(source: Path, work: Path, cache: Path, python: str, log: Callable[[str], None]) -> Path:
+    """The project's wheel for this tree: from the cache when the same files were built before."""
+    out = work / "wheel"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
     # Build from a copy: an in-tree build leaves build/ and *.egg-info in the operator's checkout.
     with tempfile.TemporaryDirectory(prefix="fleetforge-src-") as tmp:
-        copy = Path(tmp) / "src"
-        copy.mkdir()
-        for name in _SOURCE_FILES:
-            if (source / name).is_file():
-                shutil.copy2(source / name, copy / name)
-        for item in sorted(source.iterdir()):
-            wanted = (item / "__init__.py").is_file() or item.name in _ANSIBLE_FOLDERS
-            if item.is_dir() and wanted and not item.name.startswith("."):
-                shutil.copytree(item, copy / item.name, ignore=_SKIP)
-        out = work / "wheel"
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
+        copy = _source_copy(source, Path(tmp) / "src")
+        # Keyed by the copy, so by exactly what the build reads, and by the builder: pip wheel
+        # costs 6-8 CPU-s a run (an isolated build environment, then setuptools), and a fixed
+        # SOURCE_DATE_EPOCH makes the same files give the same bytes anyway.
+        key = hashlib.sha256(f"wheel/1\n{_pip_version(python)}\n{_tree_digest(copy)}".encode()).hexdigest()[
+            :16
+        ]
+        cached = _cached_wheel(cache / f"wheel-{key}", out)
+        if cached is not None:
+            log(f"the {PROJECT} wheel of this tree is cached: {cached.name}")
+            return cached
         log(f"building the {PROJECT} wheel from {source}")
-        # A fixed SOURCE_DATE_EPOCH makes the wheel's bytes depend on its content only, so an
-        # unchanged tree gives the same sha256 and the nodes do not reinstall it.
         _pip(
             python,
             ["wheel", "--no-deps", "--no-cache-dir", "-w", str(out), str(copy)],
@@ -140,7 +143,54 @@ def _build_wheel(source: Path, work: Path, python: str, log: Callable[[str], Non
     wheels = sorted(out.glob(f"{PROJECT}-*.whl"))
     if len(wheels) != 1:
         raise BundleError(f"pip wheel made {len(wheels)} {PROJECT} wheels in {out}, expected one")
+    _keep_wheel(wheels[0], cache, key)
     return wheels[0]
+
+
+def _source_copy(source: Path, copy: Path) -> Path:
+    """What a wheel build needs of the tree: the top-level files, the packages and the Ansible folders."""
+    copy.mkdir()
+    for name in _SOURCE_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, copy / name)
+    for item in sorted(source.iterdir()):
+        wanted = (item / "__init__.py").is_file() or item.name in _ANSIBLE_FOLDERS
+        if item.is_dir() and wanted and not item.name.startswith("."):
+            shutil.copytree(item, copy / item.name, ignore=_SKIP)
+    return copy
+
+
+def _tree_digest(root: Path) -> str:
+    """sha256 over every file's path, executable bit and bytes, in path order."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f"{path.relative_to(root).as_posix()}\0{os.access(path, os.X_OK):d}\0".encode())
+        h.update(sha256_file(path).encode())
+    return h.hexdigest()
+
+
+def _cached_wheel(folder: Path, out: Path) -> Path | None:
+    wheels = sorted(folder.glob(f"{PROJECT}-*.whl"))
+    if len(wheels) != 1:
+        return None
+    try:
+        copied = Path(shutil.copy2(wheels[0], out / wheels[0].name))
+        os.utime(folder)  # recently used: the last to be pruned
+    except OSError:  # pruned by another run meanwhile: build it
+        return None
+    return copied
+
+
+def _keep_wheel(wheel: Path, cache: Path, key: str) -> None:
+    """Publish the wheel under its key, keeping the newest few trees' wheels (a developer's edits
+    make a new one each run)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".wheel-{key}-", dir=cache))
+    shutil.copy2(wheel, tmp / wheel.name)
+    _publish(tmp, cache / f"wheel-{key}", f"{PROJECT}-*.whl")
+    kept = sorted(cache.glob("wheel-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[_WHEELS_KEPT:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def requirements_of(wheel: Path) -> list[str]:
@@ -238,13 +288,13 @@ def _download_deps(
     return final
 
 
-def _publish(tmp: Path, final: Path) -> None:
-    """Move a complete set into its place in the cache. Another run on this controller may have
-    put the same set there meanwhile (the key is its content): that one stays, whoever reads it."""
+def _publish(tmp: Path, final: Path, complete: str = "MANIFEST") -> None:
+    """Move a complete folder into its place in the cache. Another run on this controller may have
+    put the same one there meanwhile (the key is its content): that one stays, whoever reads it."""
     try:
         tmp.rename(final)
     except OSError:
-        if (final / "MANIFEST").is_file():
+        if any(final.glob(complete)):
             shutil.rmtree(tmp)
             return
         shutil.rmtree(final)  # incomplete (sets are published whole): never read by anyone

@@ -136,12 +136,14 @@ def test_no_source_and_no_wheelhouse_says_what_to_do(tmp_path: Path) -> None:
         build_bundle(tmp_path / "work", tmp_path / "cache", source=None)
 
 
-def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(tmp_path: Path) -> None:
-    from validation.fleetrun import bundle as bundle_mod
-
+def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = {p.name for p in ROOT.iterdir()}
-    first = bundle_mod._build_wheel(ROOT, tmp_path / "a", bundle_mod.sys.executable, lambda _: None)
-    second = bundle_mod._build_wheel(ROOT, tmp_path / "b", bundle_mod.sys.executable, lambda _: None)
+    python = bundle.sys.executable
+    # Two caches: both wheels are built by pip.
+    first = bundle._build_wheel(ROOT, tmp_path / "a", tmp_path / "cache-a", python, lambda _: None)
+    second = bundle._build_wheel(ROOT, tmp_path / "b", tmp_path / "cache-b", python, lambda _: None)
     # Same tree, same bytes: the nodes do not reinstall an unchanged fleetforge.
     assert sha256_file(first) == sha256_file(second)
     assert first.name.startswith("fleetforge-") and first.name.endswith("-py3-none-any.whl")
@@ -150,6 +152,51 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(tmp_path: Pa
     assert "validation/burnin/multinode.py" in names and "fleetforge/cli.py" in names
     assert not any(n.startswith(("tests/", "roles/")) for n in names)
     assert {p.name for p in ROOT.iterdir()} == before  # nothing built inside the checkout
+    # The same tree again: the cached wheel, and pip is not run.
+    monkeypatch.setattr(bundle, "_pip", lambda *a, **k: pytest.fail("built a wheel the cache holds"))
+    said: list[str] = []
+    third = bundle._build_wheel(ROOT, tmp_path / "c", tmp_path / "cache-a", python, said.append)
+    assert third.parent == tmp_path / "c" / "wheel" and sha256_file(third) == sha256_file(first)
+    assert "cached" in said[0]
+
+
+def test_a_changed_file_or_mode_builds_again_and_only_the_newest_wheels_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "src"
+    (source / "pkg").mkdir(parents=True)
+    (source / "pyproject.toml").write_text("[project]\nname = 'fleetforge'\n")
+    module = source / "pkg" / "__init__.py"
+    module.write_text("A = 1\n")
+    (source / "pkg" / "__pycache__").mkdir()
+    builds: list[str] = []
+
+    def pip_wheel(python: str, args: list[str], what: str, env: dict[str, str] | None = None) -> None:
+        """pip wheel as far as the cache sees it: one wheel in -w, its bytes the tree's."""
+        copy = Path(args[-1])
+        builds.append(bundle._tree_digest(copy))
+        (Path(args[args.index("-w") + 1]) / "fleetforge-0.1.0-py3-none-any.whl").write_text(builds[-1])
+
+    monkeypatch.setattr(bundle, "_pip", pip_wheel)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+
+    def wheel() -> str:
+        return bundle._build_wheel(source, tmp_path / "work", cache, "python3", lambda _: None).read_text()
+
+    first = wheel()
+    (source / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"\0")  # not part of the build
+    assert wheel() == first and len(builds) == 1
+    module.write_text("A = 2\n")
+    assert wheel() != first and len(builds) == 2
+    module.chmod(0o755)
+    wheel()
+    assert len(builds) == 3
+    for n in range(bundle._WHEELS_KEPT + 2):
+        module.write_text(f"A = {n + 10}\n")
+        wheel()
+    assert len(list(cache.glob("wheel-*"))) == bundle._WHEELS_KEPT
+    assert not list(cache.glob(".wheel-*"))
 
 
 def test_a_set_another_run_published_meanwhile_stays_and_an_incomplete_one_is_replaced(
