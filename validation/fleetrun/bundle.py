@@ -123,12 +123,7 @@ def _build_wheel(source: Path, work: Path, cache: Path, python: str, log: Callab
     # Build from a copy: an in-tree build leaves build/ and *.egg-info in the operator's checkout.
     with tempfile.TemporaryDirectory(prefix="fleetforge-src-") as tmp:
         copy = _source_copy(source, Path(tmp) / "src")
-        # Keyed by the copy, so by exactly what the build reads, and by the builder: pip wheel
-        # costs 6-8 CPU-s a run (an isolated build environment, then setuptools), and a fixed
-        # SOURCE_DATE_EPOCH makes the same files give the same bytes anyway.
-        key = hashlib.sha256(f"wheel/1\n{_pip_version(python)}\n{_tree_digest(copy)}".encode()).hexdigest()[
-            :16
-        ]
+        key = _wheel_key(copy, python)
         cached = _cached_wheel(cache / f"wheel-{key}", out)
         if cached is not None:
             log(f"the {PROJECT} wheel of this tree is cached: {cached.name}")
@@ -158,6 +153,14 @@ def _source_copy(source: Path, copy: Path) -> Path:
         if item.is_dir() and wanted and not item.name.startswith("."):
             shutil.copytree(item, copy / item.name, ignore=_SKIP)
     return copy
+
+
+def _wheel_key(copy: Path, python: str) -> str:
+    """The cache key of the wheel built from `copy`: exactly the files the build reads, and the pip
+    that builds it. A build costs 4-8 CPU-s (an isolated build environment, then setuptools:
+    benchmarks/fleet_run_setup.py), and SOURCE_DATE_EPOCH makes the same files the same bytes."""
+    recipe = f"wheel/1\n{_pip_version(python)}\n{_tree_digest(copy)}"
+    return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
 def _tree_digest(root: Path) -> str:
