@@ -42,7 +42,7 @@ def main() -> None:
     backend = JaxBackend(ctx("cpu"), jax=spy, platform="cpu")
     gemm = backend.gemm(["fp32", "bf16"], 64, seconds=0.01, buffers=1)
     jnp = jax.numpy
-    small, big = jnp.ones((64, 64), jnp.float32), jnp.ones((512, 512), jnp.float32)
+    small, big = jnp.ones((64, 64), jnp.float32), jnp.ones((1024, 1024), jnp.float32)
     args = [jax.device_put(big if i == 2 else small, d) for i, d in enumerate(backend.devices)]
     seconds, iters = backend._timed(jax.jit(lambda a: a @ a), args, 0.05)
     try:

@@ -48,7 +48,7 @@ def test_fp32_gemm_runs_at_highest_precision_and_bf16_at_default(probe: dict[str
 def test_each_chip_is_timed_on_its_own_so_a_slow_chip_stands_out(probe: dict[str, Any]) -> None:
     seconds = probe["timed"]["seconds"]
     assert probe["timed"]["iters"] >= 10 and len(seconds) == 4
-    # Chip 2 carries 512x the work of the others: its own clock shows it. (The others' time is
+    # Chip 2 carries 4096x the work of the others: its own clock shows it. (The others' time is
     # mostly the host queueing work for all four, which a shared clock would hide as well.)
     assert seconds[2] > 2 * max(seconds[i] for i in (0, 1, 3)), seconds
 
