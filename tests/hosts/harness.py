@@ -840,6 +840,11 @@ def measuring_turn(poll_s: float = 0.1) -> Iterator[None]:
         group.mkdir(exist_ok=True)
         (group / "cpu.shares").write_text(str(TURN_CPU_SHARES))
         (group / "cgroup.procs").write_text(str(os.getpid()))  # every thread, and children from now on
+        # And the children started before the turn: a burn-in's checks fork from multiprocessing's
+        # forkserver, which an earlier test in this process started outside the turn.
+        for child in _descendants(os.getpid()):
+            with contextlib.suppress(OSError):  # exited meanwhile
+                (group / "cgroup.procs").write_text(str(child))
         yield
     finally:
         # Helpers started in the turn that outlive it (a process pool, a resource tracker) go home
@@ -855,6 +860,22 @@ def measuring_turn(poll_s: float = 0.1) -> Iterator[None]:
             except OSError:
                 time.sleep(0.05)  # a process exiting leaves the group a moment later
         _TURN.give(who)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every living process below `root`, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The command name may hold spaces and parentheses: the fields follow the last ')'.
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _cpu_cgroup_of_self() -> Path:

@@ -282,15 +282,23 @@ def test_measuring_hosts_take_turns_across_harnesses(hosts_supported: None) -> N
 def test_a_process_measuring_this_machine_takes_the_turn_and_outweighs_the_hosts(
     hosts_supported: None,
 ) -> None:
-    with harness.measuring_turn():
-        assert harness._TURN.holder == ("local", str(os.getpid()))
-        group = harness.CGROUP_CPU / f"{harness.CGROUP_LOCAL_PREFIX}{os.getpid()}"
-        assert str(os.getpid()) in (group / "cgroup.procs").read_text().split()
-        assert int((group / "cpu.shares").read_text()) > harness.HOSTS_CPU_SHARES
-        child = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, check=True)
-        assert f"cpu:/{group.name}" in child.stdout  # what it starts measures in its turn too
-    assert harness._TURN.holder is None and not group.exists()
-    assert f"{group.name}" not in Path("/proc/self/cgroup").read_text()
+    # Started before the turn, as multiprocessing's forkserver that a burn-in's checks fork from.
+    earlier = subprocess.Popen(["sleep", "60"])
+    try:
+        with harness.measuring_turn():
+            assert harness._TURN.holder == ("local", str(os.getpid()))
+            group = harness.CGROUP_CPU / f"{harness.CGROUP_LOCAL_PREFIX}{os.getpid()}"
+            members = (group / "cgroup.procs").read_text().split()
+            assert str(os.getpid()) in members and str(earlier.pid) in members
+            assert int((group / "cpu.shares").read_text()) > harness.HOSTS_CPU_SHARES
+            child = subprocess.run(["cat", "/proc/self/cgroup"], capture_output=True, text=True, check=True)
+            assert f"cpu:/{group.name}" in child.stdout  # what it starts measures in its turn too
+        assert harness._TURN.holder is None and not group.exists()
+        assert f"{group.name}" not in Path("/proc/self/cgroup").read_text()
+        assert f"{group.name}" not in Path(f"/proc/{earlier.pid}/cgroup").read_text()
+    finally:
+        earlier.kill()
+        earlier.wait()
 
 
 def test_stop_makes_a_host_unreachable(test_hosts: Callable[..., TestHosts]) -> None:
