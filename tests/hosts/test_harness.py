@@ -283,7 +283,9 @@ def test_a_process_measuring_this_machine_takes_the_turn_and_outweighs_the_hosts
     hosts_supported: None,
 ) -> None:
     # Started before the turn, as multiprocessing's forkserver that a burn-in's checks fork from.
-    earlier = subprocess.Popen(["sleep", "60"])
+    # It must outlive the wait for the turn, which other streams' hosts may hold for minutes: a
+    # child that has exited is a zombie, and a zombie joins no cgroup.
+    earlier = subprocess.Popen(["sleep", "infinity"])
     try:
         with harness.measuring_turn():
             assert harness._TURN.holder == ("local", str(os.getpid()))
