@@ -52,7 +52,13 @@ def wheel(repeat: int) -> None:
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             build = partial(
-                bundle._build_wheel, ROOT, Path(tmp) / "work", Path(tmp) / "cache", sys.executable, print
+                bundle._build_wheel,
+                ROOT,
+                Path(tmp) / "work",
+                Path(tmp) / "cache",
+                sys.executable,
+                bundle._pip_version(sys.executable),
+                print,
             )
             cold.append(measured(build))
             warm.append(measured(build))

@@ -18,6 +18,7 @@ MANIFEST unpacked knows the rest is there too.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import platform
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -109,12 +111,18 @@ def build_bundle(
             "no fleetforge source tree to build the node wheel from (fleetforge is installed from a "
             "wheel here): pass --wheelhouse DIR with fleetforge-*.whl and its dependency wheels"
         )
-    wheel = _build_wheel(source, work, cache, python, log)
-    deps_dir = _download_deps(wheel, cache, extra_packages, python, log)
-    return _bundle(wheel, deps_dir, cache, _tag_python(python), _tag_machine(python))
+    # Each is a Python start when `python` is not this interpreter: asked once per bundle.
+    pip_version, tag_python, tag_machine = _pip_version(python), _tag_python(python), _tag_machine(python)
+    wheel = _build_wheel(source, work, cache, python, pip_version, log)
+    deps_dir = _download_deps(
+        wheel, cache, extra_packages, python, (pip_version, tag_python, tag_machine), log
+    )
+    return _bundle(wheel, deps_dir, cache, tag_python, tag_machine)
 
 
-def _build_wheel(source: Path, work: Path, cache: Path, python: str, log: Callable[[str], None]) -> Path:
+def _build_wheel(
+    source: Path, work: Path, cache: Path, python: str, pip_version: str, log: Callable[[str], None]
+) -> Path:
     """The project's wheel for this tree: from the cache when the same files were built before."""
     out = work / "wheel"
     if out.exists():
@@ -123,7 +131,7 @@ def _build_wheel(source: Path, work: Path, cache: Path, python: str, log: Callab
     # Build from a copy: an in-tree build leaves build/ and *.egg-info in the operator's checkout.
     with tempfile.TemporaryDirectory(prefix="fleetforge-src-") as tmp:
         copy = _source_copy(source, Path(tmp) / "src")
-        key = _wheel_key(copy, python)
+        key = _wheel_key(copy, pip_version)
         cached = _cached_wheel(cache / f"wheel-{key}", out)
         if cached is not None:
             log(f"the {PROJECT} wheel of this tree is cached: {cached.name}")
@@ -143,23 +151,41 @@ def _build_wheel(source: Path, work: Path, cache: Path, python: str, log: Callab
 
 
 def _source_copy(source: Path, copy: Path) -> Path:
-    """What a wheel build needs of the tree: the top-level files, the packages and the Ansible folders."""
+    """What a wheel build needs of the tree: the top-level files, the packages the build packs and
+    the Ansible folders. Nothing else, so that an edit to the tests neither costs a copy nor
+    misses the wheel cache."""
     copy.mkdir()
     for name in _SOURCE_FILES:
         if (source / name).is_file():
             shutil.copy2(source / name, copy / name)
+    packed = _packed_patterns(source / "pyproject.toml")
     for item in sorted(source.iterdir()):
-        wanted = (item / "__init__.py").is_file() or item.name in _ANSIBLE_FOLDERS
-        if item.is_dir() and wanted and not item.name.startswith("."):
+        if not item.is_dir() or item.name.startswith("."):
+            continue
+        package = (item / "__init__.py").is_file() and any(fnmatch.fnmatchcase(item.name, p) for p in packed)
+        if package or item.name in _ANSIBLE_FOLDERS:
             shutil.copytree(item, copy / item.name, ignore=_SKIP)
     return copy
 
 
-def _wheel_key(copy: Path, python: str) -> str:
+def _packed_patterns(pyproject: Path) -> list[str]:
+    """The top-level packages setuptools' find packs: its `include` patterns, every package without."""
+    try:
+        config = tomllib.loads(pyproject.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BundleError(f"{pyproject}: cannot read the build configuration: {exc}") from exc
+    find = config.get("tool", {}).get("setuptools", {}).get("packages", {})
+    include = find.get("find", {}).get("include") if isinstance(find, dict) else None
+    if isinstance(include, list) and all(isinstance(p, str) for p in include):
+        return include
+    return ["*"]
+
+
+def _wheel_key(copy: Path, pip_version: str) -> str:
     """The cache key of the wheel built from `copy`: exactly the files the build reads, and the pip
     that builds it. A build costs 4-8 CPU-s (an isolated build environment, then setuptools:
     benchmarks/fleet_run_setup.py), and SOURCE_DATE_EPOCH makes the same files the same bytes."""
-    recipe = f"wheel/1\n{_pip_version(python)}\n{_tree_digest(copy)}"
+    recipe = f"wheel/1\n{pip_version}\n{_tree_digest(copy)}"
     return hashlib.sha256(recipe.encode()).hexdigest()[:16]
 
 
@@ -240,16 +266,22 @@ def constraints_from_freeze(text: str) -> list[str]:
 
 
 def _download_deps(
-    wheel: Path, cache: Path, extra: Sequence[str], python: str, log: Callable[[str], None]
+    wheel: Path,
+    cache: Path,
+    extra: Sequence[str],
+    python: str,
+    tags: tuple[str, str, str],
+    log: Callable[[str], None],
 ) -> Path:
+    """`tags`: the controller's pip version, Python major.minor and machine."""
     constraints = controller_constraints(python)
-    pip_version = _pip_version(python)
+    pip_version, tag_python, tag_machine = tags
     recipe = "\n".join(
         [
             "deps/1",
             f"pip=={pip_version}",
-            _tag_python(python),
-            _tag_machine(python),
+            tag_python,
+            tag_machine,
             *requirements_of(wheel),
             "--extra",
             *sorted(extra),

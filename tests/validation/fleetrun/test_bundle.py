@@ -141,9 +141,10 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(
 ) -> None:
     before = {p.name for p in ROOT.iterdir()}
     python = bundle.sys.executable
+    pip = bundle._pip_version(python)
     # Two caches: both wheels are built by pip.
-    first = bundle._build_wheel(ROOT, tmp_path / "a", tmp_path / "cache-a", python, lambda _: None)
-    second = bundle._build_wheel(ROOT, tmp_path / "b", tmp_path / "cache-b", python, lambda _: None)
+    first = bundle._build_wheel(ROOT, tmp_path / "a", tmp_path / "cache-a", python, pip, lambda _: None)
+    second = bundle._build_wheel(ROOT, tmp_path / "b", tmp_path / "cache-b", python, pip, lambda _: None)
     # Same tree, same bytes: the nodes do not reinstall an unchanged fleetforge.
     assert sha256_file(first) == sha256_file(second)
     assert first.name.startswith("fleetforge-") and first.name.endswith("-py3-none-any.whl")
@@ -155,7 +156,7 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(
     # The same tree again: the cached wheel, and pip is not run.
     monkeypatch.setattr(bundle, "_pip", lambda *a, **k: pytest.fail("built a wheel the cache holds"))
     said: list[str] = []
-    third = bundle._build_wheel(ROOT, tmp_path / "c", tmp_path / "cache-a", python, said.append)
+    third = bundle._build_wheel(ROOT, tmp_path / "c", tmp_path / "cache-a", python, pip, said.append)
     assert third.parent == tmp_path / "c" / "wheel" and sha256_file(third) == sha256_file(first)
     assert "cached" in said[0]
 
@@ -165,9 +166,13 @@ def test_a_changed_file_or_mode_builds_again_and_only_the_newest_wheels_are_kept
 ) -> None:
     source = tmp_path / "src"
     (source / "pkg").mkdir(parents=True)
-    (source / "pyproject.toml").write_text("[project]\nname = 'fleetforge'\n")
+    (source / "pyproject.toml").write_text(
+        "[project]\nname = 'fleetforge'\n[tool.setuptools.packages.find]\ninclude = ['pkg*']\n"
+    )
     module = source / "pkg" / "__init__.py"
     module.write_text("A = 1\n")
+    (source / "tests").mkdir()
+    (source / "tests" / "__init__.py").write_text("")
     (source / "pkg" / "__pycache__").mkdir()
     builds: list[str] = []
 
@@ -181,17 +186,22 @@ def test_a_changed_file_or_mode_builds_again_and_only_the_newest_wheels_are_kept
     cache = tmp_path / "cache"
     cache.mkdir()
 
-    def wheel() -> str:
-        return bundle._build_wheel(source, tmp_path / "work", cache, "python3", lambda _: None).read_text()
+    def wheel(pip: str = "24.0") -> str:
+        return bundle._build_wheel(
+            source, tmp_path / "work", cache, "python3", pip, lambda _: None
+        ).read_text()
 
     first = wheel()
     (source / "pkg" / "__pycache__" / "x.pyc").write_bytes(b"\0")  # not part of the build
+    (source / "tests" / "__init__.py").write_text("X = 1\n")  # a package the build does not pack
     assert wheel() == first and len(builds) == 1
     module.write_text("A = 2\n")
     assert wheel() != first and len(builds) == 2
     module.chmod(0o755)
     wheel()
     assert len(builds) == 3
+    wheel(pip="25.0")  # another pip may build other bytes
+    assert len(builds) == 4
     for n in range(bundle._WHEELS_KEPT + 2):
         module.write_text(f"A = {n + 10}\n")
         wheel()
