@@ -23,10 +23,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-# `scripts/test` runs the suite as three pytest processes at once: `-m measures` (the fleet runs on
-# test hosts, tests/e2e: one pool of hosts, measuring one host at a time), `-m "serial and not
-# measures"` (the other host tests, on background hosts) and `-m "not serial"`. Every host test is
-# serial. The vendor mirror's tests go with the host tests: one of them prunes the build cache that
+# `scripts/test` runs the suite as pytest processes at once: `-m measures` per module (the fleet runs
+# on test hosts, tests/e2e: a pool of hosts each, measuring one host at a time), `-m "serial and not
+# measures"` (the other host tests, on background hosts) and the rest; `-m measures_this_machine`
+# (tests that judge this machine) runs before the hosts start. Every host test is serial. The vendor mirror's tests go with the host tests: one of them prunes the build cache that
 # the vendor roles' apply test serves from.
 SERIAL_MODULES = {"test_vendor_mirror.py"}
 

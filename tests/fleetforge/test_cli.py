@@ -133,6 +133,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.startswith("fleetforge ")
 
 
+@pytest.mark.measures_this_machine
 def test_demo_runs_the_main_job_on_embedded_default(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -25,6 +25,9 @@ from tests.hosts.harness import measuring_turn
 from validation.fleetrun import bundle
 from validation.fleetrun.run import default_cache
 
+# The module's node burns in this machine: scripts/test runs it before the test hosts start.
+pytestmark = pytest.mark.measures_this_machine
+
 ANSIBLE = "fleetforge/ansible/"
 # Top-level modules of the extras (and of torch, which a fleet run adds with --extra-package).
 NOT_ON_A_NODE = (
@@ -172,8 +175,8 @@ def test_a_node_install_has_the_core_dependencies_only_and_finds_the_packaged_co
 
 def test_the_installed_command_burns_the_node_in_on_core_dependencies(node: Node) -> None:
     out = node.work / "results"
-    # This machine's one disk is shared with the test hosts' installs (a PyTorch install writes
-    # hundreds of MB): a storage figure measures their writeback, not the install under test, so
+    # What this test is about is the install: the storage figure measures whatever else writes to
+    # this machine's one disk (under a whole suite, the test hosts' installs of hundreds of MB), so
     # only a broken disk may miss the storage floors here. The other floors are the catalog's.
     spec = node.work / "node.yaml"
     spec.write_text(json.dumps(NODE_SPEC))
