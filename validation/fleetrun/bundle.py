@@ -154,15 +154,18 @@ def _source_copy(source: Path, copy: Path) -> Path:
     """What a wheel build needs of the tree: the top-level files, the packages the build packs and
     the Ansible folders. Nothing else, so that an edit to the tests neither costs a copy nor
     misses the wheel cache."""
+    packed = _packed_patterns(source / "pyproject.toml")
     copy.mkdir()
     for name in _SOURCE_FILES:
         if (source / name).is_file():
             shutil.copy2(source / name, copy / name)
-    packed = _packed_patterns(source / "pyproject.toml")
     for item in sorted(source.iterdir()):
         if not item.is_dir() or item.name.startswith("."):
             continue
-        package = (item / "__init__.py").is_file() and any(fnmatch.fnmatchcase(item.name, p) for p in packed)
+        # A pattern names dotted packages (validation.burnin*): its first part picks the folder.
+        package = (item / "__init__.py").is_file() and any(
+            fnmatch.fnmatchcase(item.name, p.split(".")[0]) for p in packed
+        )
         if package or item.name in _ANSIBLE_FOLDERS:
             shutil.copytree(item, copy / item.name, ignore=_SKIP)
     return copy

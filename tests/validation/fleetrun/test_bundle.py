@@ -226,3 +226,19 @@ def test_a_set_another_run_published_meanwhile_stays_and_an_incomplete_one_is_re
     leftover = made("set-j", manifest=False)
     bundle._publish(made(".set-j-ours", manifest=True), leftover)
     assert (leftover / "MANIFEST").read_text() == ".set-j-ours\n"
+
+
+def test_the_source_copy_holds_what_setuptools_packs_and_the_ansible_folders(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    for folder in ("pkg", "other", "tests", "unlisted", "roles", "playbooks", "scripts"):
+        (source / folder).mkdir(parents=True)
+        (source / folder / "__init__.py").write_text("")
+    (source / "pyproject.toml").write_text(
+        "[project]\nname = 'fleetforge'\n[tool.setuptools.packages.find]\ninclude = ['pkg.core*', 'oth*']\n"
+    )
+    copy = bundle._source_copy(source, tmp_path / "copy")
+    assert sorted(p.name for p in copy.iterdir()) == ["other", "pkg", "playbooks", "pyproject.toml", "roles"]
+    (source / "pyproject.toml").write_text("[tool.setuptools\n")
+    with pytest.raises(BundleError, match=r"pyproject\.toml: cannot read the build configuration"):
+        bundle._source_copy(source, tmp_path / "again")
+    assert not (tmp_path / "again").exists()
