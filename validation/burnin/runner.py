@@ -33,6 +33,7 @@ import re
 import signal
 import socket
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -495,6 +496,26 @@ def error_result(text: str) -> dict[str, Any]:
     return {"status": "error", "reason": text[:500], "error": text}
 
 
+@contextmanager
+def _signals_held(signums: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while a check's process is handed to the forkserver, then deliver
+    them. A stop that lands between the request's connect and its file descriptors leaves the
+    forkserver reading half a request: it dies printing a traceback on the user's terminal. Only
+    the main thread can set handlers; elsewhere nothing is held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {signum: signal.signal(signum, lambda n, _: caught.append(n)) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for held in dict.fromkeys(caught):
+            signal.raise_signal(held)  # to the handler the caller set, as if it came now
+
+
 class Launcher:
     """Starts checks in processes forked from one preloaded forkserver; enforces timeouts."""
 
@@ -509,15 +530,16 @@ class Launcher:
             target=child_main, args=(job.to_json(), send, os.getpid()), name=f"check-{job.check}"
         )
         t0 = time.perf_counter()
-        proc.start()
-        send.close()
-        deadline = t0 + timeout
         try:
-            result = self._wait(proc, recv, deadline, timeout, job.log_path)
+            with _signals_held():
+                proc.start()
+            send.close()
+            result = self._wait(proc, recv, t0 + timeout, timeout, job.log_path)
         finally:
             if proc.pid is not None:
                 kill_group(proc.pid)  # stragglers: ranks, fio, a check that hung in teardown
-            proc.join(1.0)
+                proc.join(1.0)
+            send.close()
             recv.close()
         return result, time.perf_counter() - t0
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import json
+import multiprocessing.context
 import os
 import re
 import signal
@@ -379,3 +380,53 @@ def test_node_names_that_cannot_be_a_file_name_are_refused(tmp_path: Path, node:
             RunOptions(sku=get_sku("cpu"), level="quick", out_dir=tmp_path, node=node, registry=FAKE_REGISTRY)
         )
     assert list(tmp_path.iterdir()) == []
+
+
+class StoppedWhileStarting(multiprocessing.context.ForkServerProcess):
+    """A check's process whose start is interrupted by SIGTERM (pickled by name to the forkserver)."""
+
+    started: list[StoppedWhileStarting] = []
+
+    def start(self) -> None:
+        self.started.append(self)
+        os.kill(os.getpid(), signal.SIGTERM)
+        super().start()
+
+
+def test_a_stop_during_a_checks_start_waits_for_the_start_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SIGTERM lands inside Process.start(), where a stop between the forkserver request's connect
+    # and its file descriptors once left the forkserver dying with a traceback on the terminal.
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # as `fleetforge burnin` stops on SIGTERM
+
+    monkeypatch.setattr(multiprocessing.context.ForkServerContext, "Process", StoppedWhileStarting)
+    monkeypatch.setattr(StoppedWhileStarting, "started", [])
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_burnin(opts(tmp_path, ["ok"]))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    (proc,) = StoppedWhileStarting.started
+    assert proc.pid is not None  # the start completed before the stop was delivered
+    assert wait_dead([proc.pid]) == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are back
+
+
+def test_signals_held_are_delivered_to_the_callers_handler_once_released() -> None:
+    from validation.burnin.runner import _signals_held
+
+    seen: list[str] = []
+    previous = signal.signal(signal.SIGTERM, lambda n, f: seen.append("handler"))
+    try:
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)
+            seen.append("held")
+        time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == ["held", "handler"]
