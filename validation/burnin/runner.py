@@ -511,7 +511,8 @@ def _signals_held(signums: tuple[signal.Signals, ...] = (signal.SIGINT, signal.S
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            # None: a handler set outside Python, which cannot be put back; the default is closest.
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
         for held in dict.fromkeys(caught):
             signal.raise_signal(held)  # to the handler the caller set, as if it came now
 
