@@ -162,17 +162,34 @@ def _stale(key: str) -> bool:
 
 def ensure_tools() -> None:
     """debootstrap and ssh-keygen/ssh on the machine running the tests; installed via apt if missing."""
-    needed = {"debootstrap": "debootstrap", "ssh": "openssh-client", "ssh-keygen": "openssh-client"}
-    missing = sorted({pkg for tool, pkg in needed.items() if shutil.which(tool) is None})
-    if not missing:
+    if not _missing_tools():
         return
-    if shutil.which("apt-get") is None:
-        raise RootfsUnavailable(f"{', '.join(missing)} missing and no apt-get to install them")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            raise RootfsUnavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-400:]}")
+    # scripts/test starts several pytest processes at once and each asks here: unlocked, the ones
+    # that lost the race for dpkg's lock failed and skipped every host test on a fresh machine.
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / "tools.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        missing = _missing_tools()
+        if not missing:
+            return
+        if shutil.which("apt-get") is None:
+            raise RootfsUnavailable(f"{', '.join(missing)} missing and no apt-get to install them")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        # Another apt on the machine (not one of ours): wait for its lock rather than fail.
+        wait = ["-o", "DPkg::Lock::Timeout=600"]
+        for cmd in (
+            ["apt-get", *wait, "update", "-qq"],
+            ["apt-get", *wait, "install", "-y", "-qq", *missing],
+        ):
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                raise RootfsUnavailable(f"`{' '.join(cmd)}` failed: {done.stderr.strip()[-400:]}")
+
+
+def _missing_tools() -> list[str]:
+    """The Debian packages of the tools the harness runs that this machine lacks."""
+    needed = {"debootstrap": "debootstrap", "ssh": "openssh-client", "ssh-keygen": "openssh-client"}
+    return sorted({pkg for tool, pkg in needed.items() if shutil.which(tool) is None})
 
 
 def _mirror_reachable() -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,3 +87,47 @@ def overlay(cache: Path) -> Iterator[Path]:
 def test_a_root_a_host_mounts_stays(cache: Path, overlay: Path) -> None:
     assert rootfs.prune_stale(keep=CURRENT) == []
     assert (overlay / "etc" / "hostname").read_text() == "root\n"
+
+
+# apt-get as dpkg's lock makes it behave: an install while another holds the lock fails at once.
+FAKE_APT = """#!/bin/sh
+case " $* " in *" install "*) ;; *) exit 0 ;; esac
+if ! /bin/mkdir "$FAKE_APT_LOCK" 2>/dev/null; then
+  echo "E: Could not get lock /var/lib/dpkg/lock-frontend" >&2
+  exit 100
+fi
+echo "$*" >> "$FAKE_APT_LOG"
+/bin/sleep 0.5
+/bin/ln -s /bin/true "$FAKE_APT_BIN/debootstrap"
+/bin/rmdir "$FAKE_APT_LOCK"
+"""
+
+
+def test_processes_missing_the_tools_at_once_install_them_once_and_all_go_on(tmp_path: Path) -> None:
+    """scripts/test starts its pytest processes together: each finds debootstrap missing on a fresh
+    machine, and none may fail (and skip its host tests) because another holds dpkg's lock."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ssh", "ssh-keygen"):
+        (bin_dir / tool).symlink_to("/bin/true")
+    (bin_dir / "apt-get").write_text(FAKE_APT)
+    (bin_dir / "apt-get").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": str(bin_dir),
+        "FLEETFORGE_TESTHOSTS_CACHE": str(tmp_path / "cache"),
+        "FAKE_APT_LOCK": str(tmp_path / "dpkg.lock"),
+        "FAKE_APT_LOG": str(tmp_path / "installs"),
+        "FAKE_APT_BIN": str(bin_dir),
+    }
+    code = "from tests.hosts import rootfs; rootfs.ensure_tools()"
+    root = Path(__file__).resolve().parents[2]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    errors = [p.communicate(timeout=60)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert (tmp_path / "installs").read_text().splitlines() == [
+        "-o DPkg::Lock::Timeout=600 install -y -qq debootstrap"
+    ]
