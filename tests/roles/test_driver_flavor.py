@@ -11,17 +11,11 @@ NVSwitch 0x22A3; AMD's MI300X is 0x74A1.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tests.conftest import ROOT
-
-BIN = Path(sys.executable).parent
+from tests.local_play import local_hosts, run_play
 
 
 def gpu(
@@ -62,19 +56,11 @@ REFUSED = {
 
 
 def test_a_flavor_that_cannot_drive_a_gpu_found_is_refused_naming_the_gpu(tmp_path: Path) -> None:
-    hosts = {
-        name: {
-            "ansible_connection": "local",
-            "ansible_python_interpreter": sys.executable,
-            "nvidia_driver_kernel_modules": modules,
-        }
-        for name, (modules, _) in CASES.items()
-    }
+    hosts = local_hosts(
+        {name: {"nvidia_driver_kernel_modules": modules} for name, (modules, _) in CASES.items()}
+    )
     for name, (_, devices) in CASES.items():
         (tmp_path / f"{name}.json").write_text(json.dumps(devices))
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
-    play = tmp_path / "play.yml"
     tasks = [
         # As gpu_facts sets it: parsed from what the node printed (its direct scan's stdout).
         {
@@ -93,14 +79,8 @@ def test_a_flavor_that_cannot_drive_a_gpu_found_is_refused_naming_the_gpu(tmp_pa
             "ansible.builtin.include_tasks": str(ROOT / "roles" / "nvidia_driver" / "tasks" / "flavor.yml"),
         },
     ]
-    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(play)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json", "ANSIBLE_NOCOLOR": "1"},
+    done = run_play(
+        tmp_path, {"all": {"hosts": hosts}}, tasks, env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
     )
     assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-2000:]  # 2: some host failed
     results = json.loads(done.stdout)["plays"][0]["tasks"][-1]["hosts"]

@@ -22,6 +22,7 @@ from stacks.ansible_inventory import GROUPS, InventoryConfigError, from_spec, fr
 from tests.conftest import EXAMPLES, ROOT
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
+from tests.local_play import local_hosts, run_play
 from validation.actions.gcp import GcpRecreate
 from validation.actions.hostvars import ids_from_hostvars
 from validation.actions.model import RejectedNode
@@ -1023,11 +1024,7 @@ def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) ->
         gpu = group_vars_for(get_sku(name), None)["gpu_nodes"]
         if gpu.get("nccl_profile"):
             gpu["nccl_profile"] = str(profile)  # the vendor's script is on the image, not here
-        hosts[f"h{i}"] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **gpu}
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        yaml.safe_dump({"all": {"vars": {**defaults, "out_dir": str(tmp_path)}, "hosts": hosts}})
-    )
+        hosts[f"h{i}"] = gpu
     read = _role_task("Read what the fabric's profile script exports")
     write = _role_task("Write the NCCL environment for the fabric")
     write["ansible.builtin.template"] = {
@@ -1035,16 +1032,8 @@ def test_the_nccl_roles_template_writes_each_skus_environment(tmp_path: Path) ->
         "dest": "{{ out_dir }}/{{ inventory_hostname }}.conf",
         "mode": "0644",
     }
-    play = tmp_path / "play.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [read, write]}]))
-    done = subprocess.run(
-        [str(BIN / "ansible-playbook"), "-i", str(inventory), str(play)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
-    )
+    inventory = {"all": {"vars": {**defaults, "out_dir": str(tmp_path)}, "hosts": local_hosts(hosts)}}
+    done = run_play(tmp_path, inventory, [read, write])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     for i, name in enumerate(names):
         lines = (tmp_path / f"h{i}.conf").read_text().splitlines()
