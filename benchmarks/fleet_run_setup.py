@@ -51,15 +51,7 @@ def wheel(repeat: int) -> None:
     cold, warm = [], []
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
-            build = partial(
-                bundle._build_wheel,
-                ROOT,
-                Path(tmp) / "work",
-                Path(tmp) / "cache",
-                sys.executable,
-                bundle._pip_version(sys.executable),
-                print,
-            )
+            build = partial(bundle.project_wheel, ROOT, Path(tmp) / "work", Path(tmp) / "cache", log=print)
             cold.append(measured(build))
             warm.append(measured(build))
     report("node wheel", "pip wheel", cold, "cached", warm)

@@ -116,14 +116,7 @@ def _ok(done: subprocess.CompletedProcess[str], what: str) -> subprocess.Complet
 def node(tmp_path_factory: pytest.TempPathFactory) -> Node:
     tmp = tmp_path_factory.mktemp("node")
     # The shared cache, as `fleet burnin` uses it: the fleet runs' tests build the same tree's wheel.
-    wheel = bundle._build_wheel(
-        ROOT,
-        tmp / "build",
-        default_cache(),
-        sys.executable,
-        bundle._pip_version(sys.executable),
-        lambda _: None,
-    )
+    wheel = bundle.project_wheel(ROOT, tmp / "build", default_cache())
     work = tmp / "work"
     work.mkdir()
     made = Node(wheel, tmp / "venv", work)

@@ -120,6 +120,18 @@ def build_bundle(
     return _bundle(wheel, deps_dir, cache, tag_python, tag_machine)
 
 
+def project_wheel(
+    source: Path,
+    work: Path,
+    cache: Path,
+    python: str = sys.executable,
+    log: Callable[[str], None] = lambda _: None,
+) -> Path:
+    """fleetforge's wheel for the tree at source, in work/wheel: from the cache when the same files
+    were built before by the same pip."""
+    return _build_wheel(source, work, cache, python, _pip_version(python), log)
+
+
 def _build_wheel(
     source: Path, work: Path, cache: Path, python: str, pip_version: str, log: Callable[[str], None]
 ) -> Path:

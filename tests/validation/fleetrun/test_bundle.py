@@ -140,11 +140,9 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = {p.name for p in ROOT.iterdir()}
-    python = bundle.sys.executable
-    pip = bundle._pip_version(python)
     # Two caches: both wheels are built by pip.
-    first = bundle._build_wheel(ROOT, tmp_path / "a", tmp_path / "cache-a", python, pip, lambda _: None)
-    second = bundle._build_wheel(ROOT, tmp_path / "b", tmp_path / "cache-b", python, pip, lambda _: None)
+    first = bundle.project_wheel(ROOT, tmp_path / "a", tmp_path / "cache-a")
+    second = bundle.project_wheel(ROOT, tmp_path / "b", tmp_path / "cache-b")
     # Same tree, same bytes: the nodes do not reinstall an unchanged fleetforge.
     assert sha256_file(first) == sha256_file(second)
     assert first.name.startswith("fleetforge-") and first.name.endswith("-py3-none-any.whl")
@@ -156,7 +154,7 @@ def test_the_project_wheel_is_built_from_a_copy_and_is_reproducible(
     # The same tree again: the cached wheel, and pip is not run.
     monkeypatch.setattr(bundle, "_pip", lambda *a, **k: pytest.fail("built a wheel the cache holds"))
     said: list[str] = []
-    third = bundle._build_wheel(ROOT, tmp_path / "c", tmp_path / "cache-a", python, pip, said.append)
+    third = bundle.project_wheel(ROOT, tmp_path / "c", tmp_path / "cache-a", log=said.append)
     assert third.parent == tmp_path / "c" / "wheel" and sha256_file(third) == sha256_file(first)
     assert "cached" in said[0]
 
