@@ -49,7 +49,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,8 @@ class TestHosts:
         # One SSH master per host, owned by the harness: Ansible's connections go through it
         # (ControlMaster=no, ControlPersist=no), so no connection outlives the harness.
         self._masters: dict[str, subprocess.Popen[bytes]] = {}
+        # Hosts under a CPU cap (cpu_limit): they measure outside the turns (MeasuringTurns).
+        self._capped: set[str] = set()
         if self.names is not None and len(self.names) != self.count:
             raise ValueError(f"names: {len(self.names)} given for {self.count} hosts")
 
@@ -232,7 +234,7 @@ class TestHosts:
                 self._wait_ready(host)
                 self._start_master(host)
             if not self.background:
-                self._turns = MeasuringTurns(self.hosts)
+                self._turns = MeasuringTurns(self.hosts, outside_turns=self._capped)
         except BaseException:
             self.close()
             raise
@@ -327,6 +329,7 @@ class TestHosts:
             raise ValueError(f"fraction {fraction}: allowed 0 < fraction <= 64 (CPUs)")
         quota = str(max(1000, int(CPU_PERIOD_US * fraction)))
         (host.cgroup / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+        self._capped.add(host.name)
         stop = threading.Event()
         watcher = None
         if once_running is None:
@@ -344,6 +347,7 @@ class TestHosts:
                 watcher.join()
             if host.cgroup.exists():
                 (host.cgroup / "cpu.cfs_quota_us").write_text("-1")
+            self._capped.discard(host.name)
 
     def reset(self, host: TestHost) -> None:
         """Put host back as start() left it: every process killed, a fresh copy of the root with the
@@ -763,13 +767,21 @@ class MeasuringTurns:
     """Watches measuring hosts: a process naming MEASURING_COMMAND that starts while another host
     holds the turn is stopped (SIGSTOP) within a poll, long before it has imported what it measures
     with, and continued once the turn is its host's; the turn passes on when the host's last such
-    process has ended (or the host was stopped or reset)."""
+    process has ended (or the host was stopped or reset).
+
+    Hosts named in outside_turns (the harness's CPU-capped ones) measure whenever they start and
+    never hold the turn: a host slowed to a fifth of a core held it for 30-40 s per burn-in while
+    every other host on the machine waited, and what it takes from a host measuring beside it is
+    a fifth of a core at most, at the smallest CPU weight, on a machine with two."""
 
     POLL_S = 0.05
 
-    def __init__(self, hosts: Sequence[TestHost], marker: str = MEASURING_COMMAND) -> None:
+    def __init__(
+        self, hosts: Sequence[TestHost], marker: str = MEASURING_COMMAND, outside_turns: Collection[str] = ()
+    ) -> None:
         self.hosts = list(hosts)
         self.marker = marker.encode()
+        self.outside_turns = outside_turns  # read at every poll: the owner adds and removes names
         self._stop = threading.Event()
         self._paused: dict[str, set[int]] = {}
         self._thread = threading.Thread(target=self._watch, name="measuring-turns", daemon=True)
@@ -785,7 +797,7 @@ class MeasuringTurns:
         while not self._stop.wait(self.POLL_S):
             for host in self.hosts:
                 measuring = self._measuring(host)
-                if not measuring:
+                if not measuring or host.name in self.outside_turns:
                     self._end_turn(host)
                 elif _TURN.holder == _who(host):
                     continue

@@ -279,6 +279,29 @@ def test_measuring_hosts_take_turns_across_harnesses(hosts_supported: None) -> N
         _wait_for(lambda: harness._TURN.holder is None, 10, "the turn was never given back")
 
 
+def test_a_capped_host_measures_while_another_holds_the_turn_and_never_takes_it(
+    hosts_supported: None,
+) -> None:
+    # A host slowed on purpose (the e2e's slow host) measures at once: waiting for the turn, and
+    # then holding it at a fifth of a core, kept every other host on the machine waiting.
+    measure = (
+        "python3 -c 'import os, time\nwhile not os.path.exists(\"/done\"): time.sleep(0.05)' "
+        + harness.MEASURING_COMMAND
+    )
+    # The turn first: a turn taken later takes this process's children, the hosts' sshds among them.
+    with harness.measuring_turn(), TestHosts(1) as hosts:
+        (host,) = hosts
+        with hosts.cpu_limit(host, 0.2, once_running=harness.MEASURING_COMMAND):
+            run = subprocess.Popen([*host.ssh_args, measure], stdin=subprocess.DEVNULL)
+            pid = _measuring_pid(host)
+            time.sleep(0.5)  # ten of the watcher's polls
+            assert _state(pid) not in ("T", "X")
+            hosts.ssh(host, "touch /done")
+            assert run.wait(timeout=60) == 0
+            assert harness._TURN.holder == ("local", str(os.getpid()))
+            assert (host.cgroup / "cpu.shares").read_text().strip() == str(harness.HOST_CPU_SHARES)
+
+
 def test_a_process_measuring_this_machine_takes_the_turn_and_outweighs_the_hosts(
     hosts_supported: None,
 ) -> None:
