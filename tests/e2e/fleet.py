@@ -26,7 +26,8 @@ FLEETFORGE = Path(sys.executable).parent / "fleetforge"
 # fleet-relative rule: with 4 hosts the MAD comes from the two middle deviations, hence k = 2, and
 # a host must be more than 60 % below the median. One host measures at a time on the whole machine
 # (in a run: --throttle 1; across the test processes that each run a module of fleet runs: the
-# harness's turns, tests/hosts/harness.py MeasuringTurns), and the harness gives the measuring host
+# harness's turns, tests/hosts/harness.py MeasuringTurns, which a host capped at SLOW_CPU does not
+# wait for: a fifth of a core beside a measuring host), and the harness gives the measuring host
 # CPU priority over the rest of the machine (HOSTS_CPU_SHARES, TURN_CPU_SHARES): without
 # it a healthy host whose turn came while other processes kept both cores busy measured its
 # all-reduce 66-75 % below the others and was rejected. With it, and two busy loops running beside
