@@ -8,13 +8,33 @@ the canary exists afterwards, which is the proof that no value was ever template
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fleetforge.cli import main
+
+
+@contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail (instead of hanging the suite) when what runs inside blocks, e.g. on a FIFO opened for
+    reading. Around the command only: what a case writes first (results fsync every record) is as
+    slow as the disk, which the test hosts' installs keep busy."""
+
+    def expired(*_: object) -> None:
+        raise TimeoutError(f"did not return within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +18,11 @@ from hypothesis import strategies as st
 
 from fleet.results import read_results
 from fleetforge import exitcodes
-from tests.hostile.conftest import Canary, tree
+from tests.hostile.conftest import Canary, deadline, tree
 from tests.validation.gate.helpers import CHECKS, fleet, write
 from validation.gate import decide
 
 Cli = Callable[..., Any]
-
-
-@pytest.fixture(autouse=True)
-def _never_hang() -> Iterator[None]:
-    """A gate that blocks (a FIFO opened for reading) fails the case instead of hanging the run."""
-
-    def expired(*_: object) -> None:
-        raise TimeoutError("the gate blocked")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
 
 
 def results(tmp_path: Path, n: int = 4) -> Path:
@@ -65,7 +50,8 @@ def gate(cli: Cli, tmp_path: Path, *args: object) -> Any:
     (tmp_path / "out").mkdir(exist_ok=True)
     before = tree(tmp_path)
     reports = ["--junit", "out/junit.xml", "--prom", "out/gate.prom", "--inventory-out", "out/accepted.yml"]
-    run = cli("gate", "results", *reports, *args)
+    with deadline(60):
+        run = cli("gate", "results", *reports, *args)
     created = tree(tmp_path) - before
     assert created <= {"out/junit.xml", "out/gate.prom", "out/accepted.yml"}, created
     return run
@@ -238,7 +224,8 @@ def test_a_dangling_symlink_named_on_the_command_line_is_unreadable_not_absent(
     (tmp_path / "results" / "node1.jsonl").symlink_to(tmp_path / "gone")
     (tmp_path / "out").mkdir()
     before = tree(tmp_path)
-    run = cli("gate", "results/node1.jsonl")
+    with deadline(60):
+        run = cli("gate", "results/node1.jsonl")
     assert run.code == exitcodes.INCOMPLETE and "dangling symlink" in run.out
     assert tree(tmp_path) == before
 
@@ -305,7 +292,8 @@ def test_any_line_in_a_results_file_never_crashes_the_gate(extra: list[str]) -> 
         with (folder / "node2.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
             for line in extra:
                 fh.write(line.replace("\n", " ") + "\n")
-        result = decide([read_results(p) for p in sorted(folder.glob("*.jsonl"))])
+        with deadline(60):
+            result = decide([read_results(p) for p in sorted(folder.glob("*.jsonl"))])
     assert result.node("node1").accepted and result.node("node3").accepted  # node2's lines stay node2's
     assert result.outcome() in {"ok", "rejected", "incomplete"}
     json.dumps(result.as_dict(), allow_nan=False)  # whatever was read, the JSON document stays JSON
@@ -319,6 +307,7 @@ def test_any_line_through_the_cli_exits_with_a_documented_code(cli: Cli, tmp_pat
     write(folder, fleet(3))
     with (folder / "node3.jsonl").open("a", encoding="utf-8", errors="surrogatepass") as fh:
         fh.write(line.replace("\n", " ") + "\n")
-    run = cli("gate", "results")
+    with deadline(60):
+        run = cli("gate", "results")
     assert run.code in {exitcodes.OK, exitcodes.REJECTED, exitcodes.INCOMPLETE}
     assert "\x1b" not in run.out

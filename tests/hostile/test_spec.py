@@ -6,10 +6,8 @@ no hang, and nothing created.
 from __future__ import annotations
 
 import os
-import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ from hypothesis import strategies as st
 
 from fleetforge import exitcodes
 from tests.conftest import EXAMPLES
-from tests.hostile.conftest import Canary, CliRun, tree
+from tests.hostile.conftest import Canary, CliRun, deadline, tree
 
 P5 = (EXAMPLES / "aws-p5-fleet.yaml").read_text()
 ONPREM = (EXAMPLES / "onprem-hgx-h100.yaml").read_text()
@@ -29,22 +27,6 @@ COMMANDS = (("spec", "check"), ("plan",))
 BILLION_LAUGHS = "lol: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
     f"lol{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 10)
 )
-
-
-@contextmanager
-def deadline(seconds: int) -> Iterator[None]:
-    """Fail (instead of hanging the suite) when a command blocks, e.g. on a FIFO."""
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"the command did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def replace(text: str, old: str, new: str) -> str:
