@@ -846,17 +846,20 @@ def measuring_turn(poll_s: float = 0.1) -> Iterator[None]:
     who = ("local", str(os.getpid()))
     while not _TURN.take(who):
         time.sleep(poll_s)
-    home = _cpu_cgroup_of_self()
+    home = _cpu_cgroup_of("self")
     group = CGROUP_CPU / f"{CGROUP_LOCAL_PREFIX}{os.getpid()}"
     try:
         group.mkdir(exist_ok=True)
         (group / "cpu.shares").write_text(str(TURN_CPU_SHARES))
         (group / "cgroup.procs").write_text(str(os.getpid()))  # every thread, and children from now on
         # And the children started before the turn: a burn-in's checks fork from multiprocessing's
-        # forkserver, which an earlier test in this process started outside the turn.
+        # forkserver, which an earlier test in this process started outside the turn. Only those
+        # still in this process's group: a test host's sshd has a group of its own, and one moved
+        # here went home with the turn's end, out of reach of the teardown that kills its group.
         for child in _descendants(os.getpid()):
             with contextlib.suppress(OSError):  # exited meanwhile
-                (group / "cgroup.procs").write_text(str(child))
+                if _cpu_cgroup_of(child) == home:
+                    (group / "cgroup.procs").write_text(str(child))
         yield
     finally:
         # Helpers started in the turn that outlive it (a process pool, a resource tracker) go home
@@ -890,8 +893,9 @@ def _descendants(root: int) -> list[int]:
     return found
 
 
-def _cpu_cgroup_of_self() -> Path:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
+def _cpu_cgroup_of(pid: int | str) -> Path:
+    """The cpu controller's group of a process ("self": this one)."""
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         if "cpu" in controllers.split(","):
             return CGROUP_CPU / path.lstrip("/")

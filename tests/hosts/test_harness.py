@@ -288,18 +288,24 @@ def test_a_capped_host_measures_while_another_holds_the_turn_and_never_takes_it(
         "python3 -c 'import os, time\nwhile not os.path.exists(\"/done\"): time.sleep(0.05)' "
         + harness.MEASURING_COMMAND
     )
-    # The turn first: a turn taken later takes this process's children, the hosts' sshds among them.
-    with harness.measuring_turn(), TestHosts(1) as hosts:
+    with TestHosts(1) as hosts:
         (host,) = hosts
-        with hosts.cpu_limit(host, 0.2, once_running=harness.MEASURING_COMMAND):
-            run = subprocess.Popen([*host.ssh_args, measure], stdin=subprocess.DEVNULL)
-            pid = _measuring_pid(host)
-            time.sleep(0.5)  # ten of the watcher's polls
-            assert _state(pid) not in ("T", "X")
-            hosts.ssh(host, "touch /done")
-            assert run.wait(timeout=60) == 0
-            assert harness._TURN.holder == ("local", str(os.getpid()))
-            assert (host.cgroup / "cpu.shares").read_text().strip() == str(harness.HOST_CPU_SHARES)
+        sshd = harness.processes_naming(host.cgroup, b"sshd")
+        assert sshd
+        with harness.measuring_turn():
+            # The turn takes this process's children that share its group, not the host's sshd:
+            # taken, it went home with the turn's end and outlived the host's teardown.
+            assert sshd <= harness.processes_naming(host.cgroup, b"sshd")
+            with hosts.cpu_limit(host, 0.2, once_running=harness.MEASURING_COMMAND):
+                run = subprocess.Popen([*host.ssh_args, measure], stdin=subprocess.DEVNULL)
+                pid = _measuring_pid(host)
+                time.sleep(0.5)  # ten of the watcher's polls
+                assert _state(pid) not in ("T", "X")
+                hosts.ssh(host, "touch /done")
+                assert run.wait(timeout=60) == 0
+                assert harness._TURN.holder == ("local", str(os.getpid()))
+                assert (host.cgroup / "cpu.shares").read_text().strip() == str(harness.HOST_CPU_SHARES)
+    assert {_state(p) for p in sshd} <= {"X", "Z"}  # ended (a zombie until its parent reaps it)
 
 
 def test_a_process_measuring_this_machine_takes_the_turn_and_outweighs_the_hosts(
