@@ -4,6 +4,7 @@ set, booted once, shared by every module that needs hosts: tests/hosts/fixtures.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,8 @@ settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
+# The environment running the tests: the project's commands and Ansible's are installed beside its Python.
+BIN = Path(sys.executable).parent
 # `scripts/test` runs the suite as pytest processes at once: `-m measures` per module (the fleet runs
 # on test hosts, tests/e2e: a pool of hosts each, measuring one host at a time), `-m "serial and not
 # measures"` (the other host tests, on background hosts) and the rest; `-m measures_this_machine`

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-BIN = Path(sys.executable).parent
+from tests.conftest import BIN
 
 
 def local_hosts(names_to_vars: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES
+from tests.conftest import BIN, EXAMPLES
 from tests.deploy.tools import find, require, run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ WORKFLOW = CI / "github" / "fleetforge.yml"
 GITLAB = CI / "gitlab" / "fleetforge.gitlab-ci.yml"
 SCRIPTS = [CI / "plan.sh", CI / "deploy.sh", CI / "gitlab" / "cloud-env.sh"]
 P5 = EXAMPLES / "aws-p5-fleet.yaml"
-FLEETFORGE = str(Path(sys.executable).parent / "fleetforge")
+FLEETFORGE = str(BIN / "fleetforge")
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import BIN
 
 INSTALL = {
     "promtool": "apt-get install -y --no-install-recommends prometheus  (Debian/Ubuntu: promtool ships in it)",
@@ -23,7 +24,7 @@ INSTALL = {
 
 
 def find(tool: str) -> str | None:
-    beside = Path(sys.executable).parent / tool
+    beside = BIN / tool
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside)
     return shutil.which(tool)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,11 +13,11 @@ from typing import Any
 
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.hosts.harness import MEASURING_COMMAND, TestHost
 from validation.fleetrun.bundle import Bundle
 
-FLEETFORGE = Path(sys.executable).parent / "fleetforge"
+FLEETFORGE = BIN / "fleetforge"
 
 # The test bed: 4 hosts share this machine's 2 cores with whatever else runs here, so the cpu SKU's
 # catalog floors (measured on an idle machine) would reject healthy hosts whenever the machine is

@@ -51,7 +51,7 @@ import yaml
 from fleet.metrics import FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
 from fleet.results import read_results
 from fleetforge import exitcodes
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.e2e.fleet import (
     BURNIN_COMMAND,
     FLEETFORGE,
@@ -211,7 +211,7 @@ def test_check_mode_on_fresh_hosts_fails_nothing_and_creates_nothing(
         inventory=str(bed["inventory"]),
         roles_path=[str(roles)],
         extravars=role_vars(opts, bundle, bed["base"] / "check" / "results"),
-        envvars={**ansible_env(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
         cmdline="--check",
         limit="h0",
         quiet=True,

@@ -14,6 +14,7 @@ import yaml
 
 from fleetforge import exitcodes
 from fleetforge.cli import main
+from tests.conftest import BIN
 from tests.validation.gate.helpers import fleet, write
 
 pytestmark = pytest.mark.usefixtures("ansible_inventory")
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("ansible_inventory")
 
 @pytest.fixture
 def ansible_inventory() -> None:
-    if not (Path(sys.executable).parent / "ansible-inventory").exists():
+    if not (BIN / "ansible-inventory").exists():
         pytest.skip("ansible-inventory is not installed: pip install 'fleetforge[onprem]'")
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-BIN = Path(sys.executable).parent
+from tests.conftest import BIN
 
 
 def _env() -> dict[str, str]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import BIN
 from tests.hostile.conftest import Canary
 from validation.fleetrun.run import write_extravars
-
-BIN = Path(sys.executable).parent
 
 PLAY = """- hosts: localhost
   connection: local

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.hosts import harness, rootfs, zipimport_bytecode
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHost, TestHosts
@@ -127,7 +127,7 @@ def test_ansible_modules_on_a_host_compile_once(test_hosts: Callable[..., TestHo
     # Inode and name of every entry: a recompiled entry is written anew (a new inode).
     cache = f"stat -c '%i %n' {zipimport_bytecode.CACHE_DIR}/* | sort"
 
-    ansible = [str(Path(sys.executable).parent / "ansible"), "-i", str(inventory), "h0", "-o"]
+    ansible = [str(BIN / "ansible"), "-i", str(inventory), "h0", "-o"]
 
     def uname() -> str:
         done = subprocess.run(

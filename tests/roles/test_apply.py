@@ -26,13 +26,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.hosts.fixtures import HostPool
 from tests.hosts.harness import TestHosts
 
 pytestmark = pytest.mark.hosts
 
-BIN = Path(sys.executable).parent
 RUNTIME_OFF = {
     f"{role}_apply_runtime": False
     for role in (

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 from tests.roles import role_readme
 
-BIN = Path(sys.executable).parent
 ROLES = ROOT / "roles"
 # The roles issue 6 delivers; burnin (the gate's role) is checked by lint like every role.
 OWN_ROLES = (

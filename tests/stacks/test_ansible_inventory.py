@@ -19,15 +19,13 @@ from fleet.spec import FleetSpec, load_spec
 from fleetforge import exitcodes
 from fleetforge.cli import main
 from stacks.ansible_inventory import GROUPS, InventoryConfigError, from_spec, from_stack_outputs, render
-from tests.conftest import EXAMPLES, ROOT
+from tests.conftest import BIN, EXAMPLES, ROOT
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
 from tests.local_play import local_hosts, run_play
 from validation.actions.gcp import GcpRecreate
 from validation.actions.hostvars import ids_from_hostvars
 from validation.actions.model import RejectedNode
-
-BIN = Path(sys.executable).parent
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -14,17 +14,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import BIN
 from tests.validation.gate import helpers
 from validation.actions.hostvars import hostvars_from_inventory_list
 
-BIN = Path(sys.executable).parent
 REGION = "us-east-1"
 GROUP = "train-a-nodes"
 NODE_TAGS = {"fleet": "train-a", "owner": "ml-platform", "Name": "train-a-node"}

@@ -15,6 +15,7 @@ from unittest import mock
 import pytest
 
 from fleetforge import exitcodes
+from tests.conftest import BIN
 from tests.validation.actions.fakes import node
 from validation.actions import (
     ACTION_NAMES,
@@ -168,7 +169,7 @@ def test_yaml_inventory_vars_merge_like_ansible() -> None:
 
 def test_yaml_reader_agrees_with_ansible_inventory() -> None:
     pytest.importorskip("ansible")
-    exe = Path(sys.executable).parent / "ansible-inventory"
+    exe = BIN / "ansible-inventory"
     out = subprocess.run(
         [str(exe), "-i", str(FIXTURE), "--list"], capture_output=True, text=True, check=True, timeout=120
     )
@@ -182,7 +183,7 @@ def test_a_host_ansible_lists_without_vars_is_still_a_host(tmp_path: Path) -> No
     pytest.importorskip("ansible")
     ini = tmp_path / "hosts.ini"
     ini.write_text("[gpu]\nbare-01\nnamed-02 slurm_node_name=gpu002\n")
-    exe = Path(sys.executable).parent / "ansible-inventory"
+    exe = BIN / "ansible-inventory"
     out = subprocess.run(
         [str(exe), "-i", str(ini), "--list"], capture_output=True, text=True, check=True, timeout=120
     )

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from fleet import ansible_yaml
+from tests.conftest import BIN
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
 from tests.validation.actions.fakes import node
@@ -34,7 +34,7 @@ def canary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canary]:
 def ansible_list(path: Path) -> dict[str, object]:
     """What Ansible makes of the file (skipped where the onprem extra is not installed)."""
     pytest.importorskip("ansible")
-    exe = Path(sys.executable).parent / "ansible-inventory"
+    exe = BIN / "ansible-inventory"
     out = subprocess.run(
         [str(exe), "-i", str(path), "--list"], capture_output=True, text=True, check=True, timeout=120
     )

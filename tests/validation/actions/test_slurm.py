@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import BIN
 from tests.validation.actions.fakes import node
 from validation.actions import ActionConfigError, NodeIdentifierError, SlurmDrain, run_actions, slurm_reason
 
@@ -31,7 +32,7 @@ def scontrol_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     fake.write_text(FAKE_SCONTROL.format(python=sys.executable))
     fake.chmod(0o755)
     log = tmp_path / "argv.jsonl"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{BIN}:/usr/bin:/bin")
     monkeypatch.setenv("FAKE_SCONTROL_LOG", str(log))
     return log
 

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import BIN, ROOT
 
 ROLE = ROOT / "roles" / "burnin"
-BIN = Path(sys.executable).parent
 
 
 def _yaml(path: Path) -> Any:

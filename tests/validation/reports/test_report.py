@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from fleet import ansible_yaml
+from tests.conftest import BIN
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
 from tests.validation.gate.helpers import CHECKS, as_files, check_record, fleet, onprem_spec_mapping
@@ -338,7 +338,7 @@ def test_an_accepted_node_that_cannot_be_a_host_fails_the_inventory_closed(name:
     listed = plain(
         json.loads(
             subprocess.run(
-                [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(path), "--list"],
+                [str(BIN / "ansible-inventory"), "-i", str(path), "--list"],
                 check=True,
                 capture_output=True,
                 text=True,
