@@ -13,7 +13,10 @@ On InfiniBand / RoCE fleets with perftest, each pair then measures ib_write_bw b
 record" returns that record. Those pairs are attributed on their own, like the all-reduce's: a host
 bad with every partner is guilty, a pair bad only together a suspect link. A pair whose hosts lack
 perftest or RDMA devices is a note, never a reject; a pair whose all-reduce step already failed on a
-host is left to the all-reduce's attribution, so one fault is not counted twice.
+host is left to the all-reduce's attribution, so one fault is not counted twice. ib_write_bw needs
+no PyTorch: where the step runs, a host the burn-in found without PyTorch is paired all the same,
+and its pairs measure ib_write_bw only (the round tells the role so per pair: `allreduce` false);
+those pairs' all-reduce is a note, and the all-reduce attribution judges the other pairs only.
 
 What the gate gets: each host's best pair as its metric `fabric_pair_busbw_gbps` (a FABRIC_CHECK
 record appended to the host's fetched results, so floors and the fleet-relative rule judge it),
@@ -24,7 +27,7 @@ that became unreachable during the rounds. Suspect links and inconclusive hosts 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +73,11 @@ NO_TORCH = (
     "PyTorch is not installed in fleetforge's environment on this host: it cannot take part in the "
     "fabric rounds; add it to the bundle with --extra-package torch==<version>"
 )
+# Pairs the controller measures with ib_write_bw only: a member has no PyTorch for the all-reduce.
+NO_TORCH_PAIRS = (
+    "PyTorch is not installed in fleetforge's environment on {hosts}: their pairs measure "
+    "ib_write_bw only; add PyTorch with --extra-package torch==<version>"
+)
 
 
 def hosts_without_torch(events: Sequence[Mapping[str, Any]]) -> set[str]:
@@ -93,12 +101,16 @@ PlayRound = Callable[[Mapping[str, object], Sequence[str]], Sequence[Mapping[str
 
 
 class FabricSkipped(Exception):
-    """No pair of a round could measure (no PyTorch on the hosts): the stage has nothing to judge."""
+    """No pair of a round could measure, by all-reduce or ib_write_bw (no PyTorch, and no perftest
+    or RDMA devices where the step runs): the stage has nothing to judge."""
 
 
-def round_vars(round_: Round, *, base_port: int, stage_id: str) -> dict[str, dict[str, object]]:
+def round_vars(
+    round_: Round, *, base_port: int, stage_id: str, no_allreduce: Collection[str] = ()
+) -> dict[str, dict[str, object]]:
     """`burnin_fabric_round` for one round: every paired host -> its pair's rendezvous. Each pair has
-    its own id (a late host of another pair or round cannot join it) and port."""
+    its own id (a late host of another pair or round cannot join it) and port; `allreduce` is false
+    where a member is in no_allreduce (no PyTorch), and the pair measures ib_write_bw only."""
     out: dict[str, dict[str, object]] = {}
     for i, pair in enumerate(round_.pairs):
         spec: dict[str, object] = {
@@ -106,6 +118,7 @@ def round_vars(round_: Round, *, base_port: int, stage_id: str) -> dict[str, dic
             "endpoint_host": pair.a,
             "port": base_port + i,
             "rdzv_id": f"{stage_id}-r{round_.index}-p{i}",
+            "allreduce": pair.a not in no_allreduce and pair.b not in no_allreduce,
         }
         out[pair.a] = dict(spec)
         out[pair.b] = dict(spec)
@@ -187,14 +200,18 @@ def pair_result(pair: Pair, seen: RoundEvents) -> tuple[PairResult, bool]:
 
 
 def ib_pair_result(
-    pair: Pair, seen: RoundEvents, round_index: int | None = None
+    pair: Pair, seen: RoundEvents, round_index: int | None = None, *, allreduce: bool = True
 ) -> tuple[PairResult | None, str | None]:
     """The pair's ib_write_bw measurement, failing closed, or None with why it was not measured
-    (None, None: the step did not run for the pair, or its all-reduce step already failed)."""
+    (None, None: the step did not run for the pair, or its all-reduce step already failed). A pair
+    measured with ib_write_bw only (`allreduce` false) has no all-reduce to leave a failure to: a
+    host lost or failing anywhere in its round fails its ib_write_bw figure."""
     hosts = (pair.a, pair.b)
-    if any(h in seen.problems for h in hosts):
+    if allreduce and any(h in seen.problems for h in hosts):
         return None, None
     problems = [seen.ib_problems[h] for h in hosts if h in seen.ib_problems]
+    if not allreduce:
+        problems += [seen.problems[h] for h in hosts if h in seen.problems and h not in seen.ib_problems]
     if problems:
         return PairResult(pair, None, "ib_write_bw: " + "; ".join(problems)[:500], round_index), None
     records = {h: seen.ib_records.get(h) for h in hosts}
@@ -218,19 +235,28 @@ def ib_pair_result(
 
 
 class AnsibleRounds:
-    """A `RoundRunner` that measures a round through one play (`play`) and reads back its events."""
+    """A `RoundRunner` that measures a round through one play (`play`) and reads back its events.
+    Pairs with a member in `no_allreduce` (no PyTorch) measure ib_write_bw only: their all-reduce
+    result is a "not measured" kept apart in `allreduce_off`, for the stage to leave out of its
+    all-reduce attribution."""
 
-    def __init__(self, play: PlayRound, *, base_port: int, stage_id: str) -> None:
+    def __init__(
+        self, play: PlayRound, *, base_port: int, stage_id: str, no_allreduce: Collection[str] = ()
+    ) -> None:
         self.play = play
         self.base_port = base_port
         self.stage_id = stage_id
+        self.no_allreduce = frozenset(no_allreduce)
         self.unreachable: dict[str, str] = {}
         self.backend = ""
         self.ib_results: list[PairResult] = []
         self.ib_skipped: list[tuple[Pair, str]] = []
+        self.allreduce_off: list[tuple[Pair, tuple[str, ...]]] = []  # and its members without PyTorch
 
     def __call__(self, round_: Round, /) -> Sequence[PairResult]:
-        mapping = round_vars(round_, base_port=self.base_port, stage_id=self.stage_id)
+        mapping = round_vars(
+            round_, base_port=self.base_port, stage_id=self.stage_id, no_allreduce=self.no_allreduce
+        )
         hosts = sorted(mapping, key=natural_key)
         seen = read_round(self.play({"burnin_fabric_round": mapping}, hosts))
         for host, msg in seen.unreachable.items():
@@ -239,19 +265,48 @@ class AnsibleRounds:
             self.backend = self.backend or rec.backend
         out: list[PairResult] = []
         skipped: list[str] = []
+        ib_measured = 0
         for pair in round_.pairs:
-            result, skip = pair_result(pair, seen)
+            allreduce = bool(mapping[pair.a]["allreduce"])
+            if allreduce:
+                result, skip = pair_result(pair, seen)
+            else:
+                lacking = tuple(h for h in (pair.a, pair.b) if h in self.no_allreduce)
+                why = f"not measured: no PyTorch on {' and '.join(lacking)} (ib_write_bw only)"
+                result, skip = PairResult(pair, None, why), True
+                self.allreduce_off.append((pair, lacking))
             out.append(result)
             if skip:
                 skipped.append(result.reason or "skipped")
-            ib, ib_skip = ib_pair_result(pair, seen, round_.index)
+            ib, ib_skip = ib_pair_result(pair, seen, round_.index, allreduce=allreduce)
             if ib is not None:
                 self.ib_results.append(ib)
+                ib_measured += 1
             elif ib_skip is not None:
                 self.ib_skipped.append((pair, ib_skip))
-        if round_.pairs and len(skipped) == len(round_.pairs):
-            raise FabricSkipped(skipped[0])
+        # Nothing this round measured, by either method: another round would only say so again.
+        if round_.pairs and len(skipped) == len(round_.pairs) and not ib_measured:
+            missing_torch = sorted(
+                {h for p, hosts in self.allreduce_off if p in round_.pairs for h in hosts}, key=natural_key
+            )
+            why = NO_TORCH_PAIRS.format(hosts=", ".join(missing_torch)) if missing_torch else skipped[0]
+            ib_why = [_without_host(w) for p, w in self.ib_skipped if p in round_.pairs]
+            raise FabricSkipped(why + (f"; ib_write_bw: {ib_why[0]}" if ib_why else ""))
         return out
+
+
+def _not_measured_notes(
+    skipped: Sequence[tuple[Pair, str]], label: str, key: Callable[[str], str] = str
+) -> list[str]:
+    """One line per distinct reason (as `key` words it), with a few of its pairs named."""
+    by_reason: dict[str, list[str]] = {}
+    for pair, why in skipped:
+        by_reason.setdefault(key(why), []).append(f"{pair.a}-{pair.b}")
+    notes = []
+    for why, pairs in by_reason.items():
+        shown = ", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+        notes.append(f"{label} not measured in {len(pairs)} pair(s) ({shown}): {why}")
+    return notes
 
 
 def _attribution_notes(attribution: Attribution | None, label: str) -> list[str]:
@@ -286,6 +341,8 @@ class FabricStage:
     ib_attribution: Attribution | None = None
     ib_skipped: tuple[tuple[Pair, str], ...] = ()  # pairs whose hosts cannot run ib_write_bw, and why
     ib_off: str | None = None  # why no pair ran ib_write_bw at all (the SKU's fabric, the operator)
+    # Pairs measured with ib_write_bw only, each with its members that have no PyTorch.
+    allreduce_off: tuple[tuple[Pair, tuple[str, ...]], ...] = ()
 
     def reasons(self) -> dict[str, list[Reason]]:
         """Per host, the gate's rejects from the stage: unreachable during it, or guilty."""
@@ -322,21 +379,18 @@ class FabricStage:
     def ib_notes(self) -> list[str]:
         """What the ib_write_bw pairs add to the report beside their rejects."""
         notes = _attribution_notes(self.ib_attribution, "fabric ib_write_bw")
-        if self.ib_skipped:
-            # One line per distinct reason, a few pairs named: a fleet without perftest says it once.
-            by_reason: dict[str, list[str]] = {}
-            for pair, why in self.ib_skipped:
-                by_reason.setdefault(_without_host(why), []).append(f"{pair.a}-{pair.b}")
-            for why, pairs in by_reason.items():
-                shown = ", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
-                notes.append(f"fabric ib_write_bw not measured in {len(pairs)} pair(s) ({shown}): {why}")
-        return notes
+        # One line per distinct reason, a few pairs named: a fleet without perftest says it once.
+        return notes + _not_measured_notes(self.ib_skipped, "fabric ib_write_bw", _without_host)
 
     def gate_notes(self) -> list[str]:
         """What the gate's report says beside the rejects: suspect links and inconclusive hosts."""
         if self.status != "measured":
             return [f"fabric rounds not measured: {self.reason}"] if self.reason else []
         notes = _attribution_notes(self.attribution, "fabric")
+        if self.allreduce_off:
+            lacking = sorted({h for _, hosts in self.allreduce_off for h in hosts}, key=natural_key)
+            why = NO_TORCH_PAIRS.format(hosts=", ".join(lacking))
+            notes += _not_measured_notes([(pair, why) for pair, _ in self.allreduce_off], "fabric all-reduce")
         return notes + self.ib_notes() + [f"fabric: {n}" for n in self.notes]
 
     def write_host_records(self, results_dir: Path) -> list[str]:
@@ -389,24 +443,26 @@ class FabricStage:
 
     def summary(self) -> str:
         """One line for the run's text output."""
-        if self.status != "measured" or self.schedule is None or self.attribution is None:
-            return f"fabric: not measured: {self.reason}"
         a = self.attribution
+        if self.status != "measured" or self.schedule is None or (a is None and self.ib_attribution is None):
+            return f"fabric: not measured: {self.reason}"
         done = [r.busbw_gbps for r in self.results if r.busbw_gbps is not None]
-        median = a.rule.median_gbps
+        median = None if a is None else a.rule.median_gbps
         parts = [
             f"fabric: {len(self.schedule.rounds)} round(s), {len(self.results)} pair(s), "
             f"{len(done)} completed"
             + (f", median {median:.4g} GB/s" if median is not None else "")
             + f" ({self.seconds:.0f} s)"
         ]
-        if a.guilty:
+        if self.allreduce_off:
+            parts.append(f"all-reduce not measured in {len(self.allreduce_off)} pair(s) (no PyTorch)")
+        if a is not None and a.guilty:
             parts.append("guilty: " + ", ".join(a.guilty_hosts))
-        if a.suspect_links:
+        if a is not None and a.suspect_links:
             parts.append("suspect links: " + ", ".join(f"{x.pair.a}-{x.pair.b}" for x in a.suspect_links))
-        if a.inconclusive:
+        if a is not None and a.inconclusive:
             parts.append("inconclusive: " + ", ".join(f.host for f in a.inconclusive))
-        if len(parts) == 1:
+        if a is not None and len(parts) == 1:
             parts.append("no host or link singled out")
         ib = self.ib_attribution
         if ib is not None:
@@ -462,6 +518,9 @@ class FabricStage:
                 "off": self.ib_off,
                 "attribution": None if self.ib_attribution is None else self.ib_attribution.as_dict(),
             },
+            "allreduce_off": [
+                {"hosts": [p.a, p.b], "without_torch": list(lacking)} for p, lacking in self.allreduce_off
+            ],
             "unreachable": dict(self.unreachable),
             "notes": list(self.notes),
             "backend": self.backend,
@@ -507,16 +566,26 @@ def run_stage(
             left_out=skipped_out,
             seconds=now() - t0,
         )
-    attribution = attribute(
-        ordered, ran.results, metric=FABRIC_METRIC, mad_k=mad_k, min_relative_margin=min_relative_margin
-    )
+    # Pairs measured with ib_write_bw only (a member without PyTorch) are no evidence about the
+    # all-reduce: its attribution judges the other pairs, and leaves out a host that had no other.
+    off = {pair for pair, _ in measure.allreduce_off}
+    measured = [r for r in ran.results if r.pair not in off]
+    only_off = {h for pair in off for h in (pair.a, pair.b)} - set(_hosts_of(measured))
+    attribution = None
+    if measured:
+        attribution = attribute(
+            [h for h in ordered if h not in only_off],
+            measured,
+            metric=FABRIC_METRIC,
+            mad_k=mad_k,
+            min_relative_margin=min_relative_margin,
+        )
     ib_results = tuple(measure.ib_results)
     ib_attribution = None
     if ib_results:
         # Only the hosts in an ib_write_bw pair: a host whose pairs were skipped is not "unmeasured".
-        ib_hosts = sorted({h for r in ib_results for h in (r.pair.a, r.pair.b)}, key=natural_key)
         ib_attribution = attribute(
-            ib_hosts,
+            _hosts_of(ib_results),
             ib_results,
             metric=FABRIC_IB_METRIC,
             unit=IB_UNIT,
@@ -537,7 +606,12 @@ def run_stage(
         ib_results=ib_results,
         ib_attribution=ib_attribution,
         ib_skipped=tuple(measure.ib_skipped),
+        allreduce_off=tuple(measure.allreduce_off),
     )
+
+
+def _hosts_of(results: Sequence[PairResult]) -> list[str]:
+    return sorted({h for r in results for h in (r.pair.a, r.pair.b)}, key=natural_key)
 
 
 def _without_host(reason: str) -> str:

@@ -216,17 +216,20 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     fetched = sorted(results.glob("*.jsonl"))
     plays = _Plays(ansible_runner, opts, playbook.parent, roles, binary, extravars, private, say)
     kept = [h for h in expected if h not in ran] if opts.limit else []
-    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, hosts_without_torch(events))
+    no_torch = hosts_without_torch(events)
+    ib_runs = ib_write_bw_expected(opts)
+    ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, no_torch, ib_runs=ib_runs)
     fleet_collective = None
     # Past the deadline no later play starts: the run is cut short as a whole (WALL_PROBLEM).
     if kept and opts.collectives and not _past(opts.deadline):
         t_collective = time.perf_counter()
-        fleet_collective = _fleet_collective(plays, ready, ran, results)
+        with_torch = [h for h in ready if h not in no_torch]
+        fleet_collective = _fleet_collective(plays, with_torch, ran, results)
         collective_s = time.perf_counter() - t_collective
     fabric = None
     if opts.fabric and not _past(opts.deadline):
         t_fabric = time.perf_counter()
-        fabric = _fabric_stage(plays, ready, left_out)
+        fabric = _fabric_stage(plays, ready, left_out, no_torch)
         fabric.write_host_records(results)
         fabric_s = time.perf_counter() - t_fabric
     if problem is None and _past(opts.deadline):
@@ -295,9 +298,13 @@ def fabric_ready(
     problem: str | None,
     kept: Sequence[str] = (),
     no_torch: Collection[str] = (),
+    *,
+    ib_runs: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """The hosts the fabric rounds pair: those that burned in without a failed task and whose results
-    came home; the others (already rejected with their reasons) are left out, with why.
+    came home; the others (already rejected with their reasons) are left out, with why. A host
+    without PyTorch is paired only where the rounds' ib_write_bw, which needs none, is known to
+    measure (`ib_runs`): its pairs measure that alone.
 
     `kept` are the hosts a rerun (--limit) did not burn in again but whose earlier results stay:
     they are paired too, so a rerun host has partners proven healthy and every host's figure comes
@@ -313,7 +320,7 @@ def fabric_ready(
             left_out[host] = "unreachable or a task failed in the burn-in play"
         elif host not in with_results:
             left_out[host] = "no results came back from the burn-in"
-        elif host in no_torch:
+        elif host in no_torch and not ib_runs:
             left_out[host] = NO_TORCH
         else:
             ready.append(host)
@@ -343,6 +350,19 @@ def ib_write_bw_off(opts: FleetRunOptions) -> str | None:
         f"{sku.sku}'s fabric ({sku.fabric.kind}, {sku.fabric.nics} fabric NIC(s)) has no RDMA NICs: "
         f"ib_write_bw does not apply"
     )
+
+
+def ib_write_bw_expected(opts: FleetRunOptions) -> bool:
+    """Whether the pairs' ib_write_bw step is known to have something to measure: the operator
+    turned it on, or the SKU's fabric has RDMA NICs. A SKU chosen per node (auto) runs the step
+    without that promise, so a host without PyTorch is not paired on the hope of it."""
+    asked = opts.extravars.get("burnin_fabric_ib")
+    if asked is not None:
+        return _truthy(asked)
+    try:
+        return get_sku(opts.sku).fabric.rdma
+    except UnknownSkuError:
+        return False
 
 
 def fabric_time_limit(opts: FleetRunOptions) -> int:
@@ -439,7 +459,9 @@ def _fleet_collective(
     return collective
 
 
-def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, str]) -> FabricStage:
+def _fabric_stage(
+    plays: _Plays, ready: Sequence[str], left_out: Mapping[str, str], no_torch: Collection[str] = ()
+) -> FabricStage:
     opts, say = plays.opts, plays.say
     ib_off = ib_write_bw_off(opts)
     base = {
@@ -459,7 +481,10 @@ def _fabric_stage(plays: _Plays, ready: Sequence[str], left_out: Mapping[str, st
     if len(ready) >= 2:
         say(f"fabric: {len(ready)} host(s) in up to {opts.fabric_rounds} round(s) of pairs")
     measure = AnsibleRounds(
-        play, base_port=int(opts.collectives_port) + 1, stage_id=f"{plays.rdzv_prefix}-fabric"
+        play,
+        base_port=int(opts.collectives_port) + 1,
+        stage_id=f"{plays.rdzv_prefix}-fabric",
+        no_allreduce=[h for h in ready if h in no_torch],
     )
     stage = run_stage(
         ready,

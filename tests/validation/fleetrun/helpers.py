@@ -74,3 +74,14 @@ def judged(stage: FabricStage, results: Path, artifacts: Path) -> tuple[FleetRun
         [read_results(p) for p in run.fetched], sku="cpu", expected=HOSTS, host_reasons=run.reasons()
     )
     return run, gate
+
+
+def flat_tasks(tasks: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Every task of an Ansible task list in order, blocks and what they hold (block, rescue,
+    always) included."""
+    found: list[dict[str, Any]] = []
+    for task in tasks or []:
+        found.append(task)
+        for key in ("block", "rescue", "always"):
+            found += flat_tasks(task.get(key))
+    return found

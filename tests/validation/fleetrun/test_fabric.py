@@ -18,6 +18,7 @@ from tests.validation.fleetrun.helpers import (
     HOSTS,
     empty_results,
     failed,
+    flat_tasks,
     judged,
     ok,
     record,
@@ -95,13 +96,17 @@ def test_round_vars_give_each_pair_its_own_rendezvous_and_both_hosts_the_same() 
     assert (
         got["h0"]
         == got["h3"]
-        == {"members": "h0,h3", "endpoint_host": "h0", "port": 29401, "rdzv_id": "s-r0-p0"}
+        == {"members": "h0,h3", "endpoint_host": "h0", "port": 29401, "rdzv_id": "s-r0-p0", "allreduce": True}
     )
     assert (
         got["h1"]
         == got["h2"]
-        == {"members": "h1,h2", "endpoint_host": "h1", "port": 29402, "rdzv_id": "s-r0-p1"}
+        == {"members": "h1,h2", "endpoint_host": "h1", "port": 29402, "rdzv_id": "s-r0-p1", "allreduce": True}
     )
+    # A pair with a member without PyTorch measures ib_write_bw only; the other pair is as before.
+    off = round_vars(round_, base_port=29401, stage_id="s", no_allreduce={"h3"})
+    assert off["h0"]["allreduce"] is off["h3"]["allreduce"] is False
+    assert off["h1"]["allreduce"] is off["h2"]["allreduce"] is True
 
 
 def test_every_round_is_one_play_limited_to_its_pairs() -> None:
@@ -245,8 +250,8 @@ def test_names_shared_with_the_node_side_and_the_role_agree() -> None:
 
     assert (multinode.CHECK, multinode.METRIC) == (MULTINODE_CHECK, MULTINODE_METRIC)
     assert METRICS[FABRIC_METRIC].higher_is_better
-    tasks = yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text())
-    names = {t["name"] for t in tasks} | {b["name"] for t in tasks for b in t.get("block", [])}
+    tasks = flat_tasks(yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text()))
+    names = {t["name"] for t in tasks}
     assert {READ_TASK, WAIT_TASK, START_TASK} <= names
     probe = yaml.safe_load((ROOT / "roles/burnin/tasks/collectives.yml").read_text())
     assert TORCH_TASK in {t["name"] for t in probe}
@@ -331,7 +336,12 @@ def test_a_rounds_time_limit_leaves_room_for_the_ib_write_bw_step(tmp_path: Path
 def test_ib_write_bw_runs_only_where_the_skus_fabric_has_rdma_nics_unless_the_operator_says(
     tmp_path: Path,
 ) -> None:
-    from validation.fleetrun.run import FleetRunOptions, fabric_time_limit, ib_write_bw_off
+    from validation.fleetrun.run import (
+        FleetRunOptions,
+        fabric_time_limit,
+        ib_write_bw_expected,
+        ib_write_bw_off,
+    )
 
     def opts(sku: str, **extravars: object) -> FleetRunOptions:
         return FleetRunOptions(
@@ -355,6 +365,16 @@ def test_ib_write_bw_runs_only_where_the_skus_fabric_has_rdma_nics_unless_the_op
         ib_write_bw_off(opts("p5.48xlarge", burnin_fabric_ib="false"))
         == "turned off (burnin_fabric_ib false)"
     )
+    # Hosts without PyTorch are paired for ib_write_bw alone only where it is known to measure.
+    for sku, extravars, expected in (
+        ("p5.48xlarge", {}, True),
+        ("Standard_ND96isr_H200_v5", {}, True),
+        ("auto", {}, False),
+        ("cpu", {}, False),
+        ("cpu", {"burnin_fabric_ib": True}, True),
+        ("p5.48xlarge", {"burnin_fabric_ib": "false"}, False),
+    ):
+        assert ib_write_bw_expected(opts(sku, **extravars)) is expected, (sku, extravars)
 
 
 def test_a_stage_without_ib_write_bw_says_why_in_its_summary_and_record() -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from fleet.results import ResultsWriter
 from tests.conftest import BIN, ROOT
+from tests.validation.fleetrun.helpers import RUN, flat_tasks
 
 ROLE = ROOT / "roles" / "burnin"
 
@@ -20,17 +23,7 @@ def _yaml(path: Path) -> Any:
 
 
 def _tasks() -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-
-    def walk(items: list[dict[str, Any]] | None) -> None:
-        for item in items or []:
-            found.append(item)
-            for key in ("block", "rescue", "always"):
-                walk(item.get(key))
-
-    for path in sorted((ROLE / "tasks").glob("*.yml")):
-        walk(_yaml(path))
-    return found
+    return [t for path in sorted((ROLE / "tasks").glob("*.yml")) for t in flat_tasks(_yaml(path))]
 
 
 def _task(name: str) -> dict[str, Any]:
@@ -116,7 +109,7 @@ def test_the_operators_environment_is_laid_over_the_fabrics_never_replacing_it()
     assert env["NCCL_NET_GDR_LEVEL"] == "5" and env["OPENBLAS_NUM_THREADS"] == "1"
     # The fabric rounds' all-reduce and ib_write_bw run with the same mapping.
     rounds = _yaml(ROLE / "tasks/fabric_round.yml")
-    pair_steps = [t for block in rounds for t in block.get("block", [block]) if "environment" in t]
+    pair_steps = [t for t in flat_tasks(rounds) if "environment" in t]
     assert [t["name"] for t in pair_steps] == [
         "Start the all-reduce of the pair",
         "Look for ib_write_bw and the fabric's RDMA devices",
@@ -124,3 +117,57 @@ def test_the_operators_environment_is_laid_over_the_fabrics_never_replacing_it()
     ]
     for task in pair_steps:
         assert _render(task["environment"], variables) == {**fabric, **operator}, task["name"]
+
+
+def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path: Path) -> None:
+    """playbooks/fabric-round.yml for real (ansible-runner, as the fleet run starts it) on two hosts
+    that are this machine: a pair the controller marks `allreduce` false starts no all-reduce, and
+    still probes and runs its ib_write_bw step, whose record the controller reads back. Here no
+    RDMA device is there, so both sides record a skip."""
+    import ansible_runner
+
+    from fleet.results import RunRecord
+    from tests.local_play import local_hosts
+    from validation.fabric.model import Pair
+    from validation.fleetrun.fabric import START_TASK, ib_pair_result, read_round
+    from validation.fleetrun.run import FABRIC_PLAYBOOK, ansible_env
+
+    hosts = {}
+    for name in ("h0", "h1"):
+        results = tmp_path / name
+        with ResultsWriter(results / f"{name}.jsonl") as writer:
+            writer.append(RunRecord.model_validate({**RUN, "node": name, "checks": []}))
+        hosts[name] = {"burnin_results_dir": str(results), "ansible_become": False}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": local_hosts(hosts)}}))
+    (tmp_path / "ansible").mkdir()
+    pair = {
+        "members": "h0,h1",
+        "endpoint_host": "h0",
+        "port": 29999,
+        "rdzv_id": "t-r0-p0",
+        "allreduce": False,
+    }
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / "ansible"),
+        project_dir=str(ROOT / "playbooks"),
+        playbook=FABRIC_PLAYBOOK,
+        inventory=str(inventory),
+        roles_path=[str(ROOT / "roles")],
+        extravars={
+            "burnin_venv": sys.prefix,
+            "burnin_fabric_round": {"h0": pair, "h1": pair},
+            "burnin_fabric_ib_timeout_s": 30,
+        },
+        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+        quiet=True,
+    )
+    events = list(runner.events)
+    assert runner.status == "successful", runner.stdout.read()[-3000:]
+    ran = {(e["event"], e["event_data"].get("task")) for e in events if e["event"].startswith("runner_on_")}
+    assert ("runner_on_skipped", START_TASK) in ran and ("runner_on_ok", START_TASK) not in ran
+    seen = read_round(events)
+    assert seen.records == {} and seen.problems == {} and set(seen.ib_records) == {"h0", "h1"}
+    assert all(r.status == "skip" for r in seen.ib_records.values())
+    result, skipped = ib_pair_result(Pair.of("h0", "h1"), seen, 0, allreduce=False)
+    assert result is None and skipped
