@@ -122,8 +122,8 @@ def test_the_operators_environment_is_laid_over_the_fabrics_never_replacing_it()
 def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path: Path) -> None:
     """playbooks/fabric-round.yml for real (ansible-runner, as the fleet run starts it) on two hosts
     that are this machine: a pair the controller marks `allreduce` false starts no all-reduce, and
-    still probes and runs its ib_write_bw step, whose record the controller reads back. Here no
-    RDMA device is there, so both sides record a skip."""
+    still probes and runs its ib_write_bw step, whose record the controller reads back. The HCA
+    named for the pairs is on no machine, so both sides record a skip, with or without perftest."""
     import ansible_runner
 
     from fleet.results import RunRecord
@@ -158,6 +158,7 @@ def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path:
             "burnin_venv": sys.prefix,
             "burnin_fabric_round": {"h0": pair, "h1": pair},
             "burnin_fabric_ib_timeout_s": 30,
+            "burnin_fabric_ib_devices": "fleetforge-no-such-hca",
         },
         envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
         quiet=True,
