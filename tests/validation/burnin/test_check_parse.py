@@ -260,6 +260,20 @@ def test_stress_cpu_thermal_throttle_counters() -> None:
     assert out.metrics["power_max_w"] == 200
 
 
+def test_stress_too_short_by_its_settings_is_refused_even_when_the_load_overran() -> None:
+    # Asked for 0.4 s in 0.2 s windows (2 windows, the ratio needs 4); one GEMM on a busy machine
+    # stretched the load to 0.9 s and 3 samples, as seen in CI. The settings decide, not the clock.
+    raw = {
+        "interval_s": 0.2,
+        "seconds": 0.9,
+        "samples": [{"t": t, "devices": [{"clock_mhz": 3000.0}]} for t in (0.2, 0.4, 0.6)],
+        "work": [{"device": "cpu", "flops": 1e9, "seconds": 0.9, "windows_tflops": [0.1, 0.1, 0.1]}],
+    }
+    out = parse("stress", raw, sku="cpu", options={"stress": {"seconds": 0.4, "interval_s": 0.2}})
+    assert out.status == "error" and "0.4 s of load in windows of 0.2 s" in (out.reason or "")
+    assert "needs at least 4 windows" in (out.reason or "")
+
+
 def test_efficiency_from_energy_counters_and_skip_without_power() -> None:
     out = parse("efficiency", fixture_json("stress/gpu_power_cap.json"))
     tflops = 2 * 8192**3 * 4800 / 12 / 1e12
