@@ -80,6 +80,12 @@ NO_TORCH_PAIRS = (
 )
 
 
+def no_torch_pairs(off: Sequence[tuple[Pair, tuple[str, ...]]]) -> str:
+    """Why these pairs measured ib_write_bw only, naming every member without PyTorch once."""
+    lacking = sorted({h for _, hosts in off for h in hosts}, key=natural_key)
+    return NO_TORCH_PAIRS.format(hosts=", ".join(lacking))
+
+
 def hosts_without_torch(events: Sequence[Mapping[str, Any]]) -> set[str]:
     """Hosts whose burn-in play found no PyTorch: a round would only record their skip."""
     found: set[str] = set()
@@ -286,10 +292,8 @@ class AnsibleRounds:
                 self.ib_skipped.append((pair, ib_skip))
         # Nothing this round measured, by either method: another round would only say so again.
         if round_.pairs and len(skipped) == len(round_.pairs) and not ib_measured:
-            missing_torch = sorted(
-                {h for p, hosts in self.allreduce_off if p in round_.pairs for h in hosts}, key=natural_key
-            )
-            why = NO_TORCH_PAIRS.format(hosts=", ".join(missing_torch)) if missing_torch else skipped[0]
+            off = [(p, hosts) for p, hosts in self.allreduce_off if p in round_.pairs]
+            why = no_torch_pairs(off) if off else skipped[0]
             ib_why = [_without_host(w) for p, w in self.ib_skipped if p in round_.pairs]
             raise FabricSkipped(why + (f"; ib_write_bw: {ib_why[0]}" if ib_why else ""))
         return out
@@ -388,8 +392,7 @@ class FabricStage:
             return [f"fabric rounds not measured: {self.reason}"] if self.reason else []
         notes = _attribution_notes(self.attribution, "fabric")
         if self.allreduce_off:
-            lacking = sorted({h for _, hosts in self.allreduce_off for h in hosts}, key=natural_key)
-            why = NO_TORCH_PAIRS.format(hosts=", ".join(lacking))
+            why = no_torch_pairs(self.allreduce_off)
             notes += _not_measured_notes([(pair, why) for pair, _ in self.allreduce_off], "fabric all-reduce")
         return notes + self.ib_notes() + [f"fabric: {n}" for n in self.notes]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from fleet import ansible_yaml
 from fleet.atomic import write_atomic
-from fleet.catalog import UnknownSkuError, get_sku
+from fleet.catalog import Sku, UnknownSkuError, get_sku
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fleetrun.bundle import Bundle, build_bundle
 from validation.fleetrun.events import (
@@ -340,11 +340,8 @@ def ib_write_bw_off(opts: FleetRunOptions) -> str | None:
     asked = opts.extravars.get("burnin_fabric_ib")
     if asked is not None:
         return None if _truthy(asked) else "turned off (burnin_fabric_ib false)"
-    try:
-        sku = get_sku(opts.sku)
-    except UnknownSkuError:
-        return None
-    if sku.fabric.rdma:
+    sku = _known_sku(opts)
+    if sku is None or sku.fabric.rdma:
         return None
     return (
         f"{sku.sku}'s fabric ({sku.fabric.kind}, {sku.fabric.nics} fabric NIC(s)) has no RDMA NICs: "
@@ -359,10 +356,16 @@ def ib_write_bw_expected(opts: FleetRunOptions) -> bool:
     asked = opts.extravars.get("burnin_fabric_ib")
     if asked is not None:
         return _truthy(asked)
+    sku = _known_sku(opts)
+    return sku is not None and sku.fabric.rdma
+
+
+def _known_sku(opts: FleetRunOptions) -> Sku | None:
+    """The catalog's SKU the run names, or None for one chosen per node (auto) or not in the catalog."""
     try:
-        return get_sku(opts.sku).fabric.rdma
+        return get_sku(opts.sku)
     except UnknownSkuError:
-        return False
+        return None
 
 
 def fabric_time_limit(opts: FleetRunOptions) -> int:
