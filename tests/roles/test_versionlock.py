@@ -1,0 +1,229 @@
+"""The versionlock role and the roles' RHEL locks, run for real: this machine's dnf (Debian's dnf
+4.14 and its versionlock plugin from dnf-plugins-core), community.general.dnf_versionlock, and the
+vendor package mirror's rpm repositories (tests/roles/vendor_mirror.py) served on loopback.
+
+dnf keeps its configuration and lock list under /etc/dnf, so every dnf and Ansible run here happens
+in a private mount namespace where a throwaway directory stands over /etc/dnf: this machine's own
+configuration and lock list never change. The repositories are configured without signature checks,
+which test_vendor_mirror.py judges; here only the locks are the subject.
+
+What the roles run on a RHEL host, except that the play leaves out the role's first task (installing
+the plugin with the dnf module, which needs an rpm system): the versionlock role's list and release,
+then each role's own lock at its pin.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import BIN, ROOT
+from tests.roles import vendor_mirror
+from tests.roles.test_vendor_pins import render
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None or not Path("/etc/dnf").is_dir(),
+    reason="needs root and unshare (a private mount namespace over /etc/dnf) and dnf",
+)
+
+CUDA_RHEL9 = "compute/cuda/repos/rhel9/x86_64"
+CTK_RPM = "libnvidia-container/stable/rpm/x86_64"
+# One role per form a pin takes, at the pin the mirror carries (rhel96 facts), as an inventory sets
+# it: name-epoch:version (also beegfs_client's), name-epoch:version-release, name-version-release,
+# name-version (also lustre_client's and cuda_toolkit's).
+PINNED: dict[str, dict[str, Any]] = {
+    "nvidia_driver": {"nvidia_driver_branch": "575", "nvidia_driver_version": "575.51"},
+    "dcgm": {},
+    "nccl": {},
+    "nvidia_container_toolkit": {},
+}
+# Entries an earlier pin of each role left: dnf's own form at an older release.
+OLD = [
+    "nvidia-driver-3:570.172.08-1.el9.*",
+    "kmod-nvidia-open-dkms-3:570.172.08-1.el9.*",
+    "datacenter-gpu-manager-4-core-1:4.4.1-1.*",
+    "libnccl-0:2.25.1-1+cuda12.8.*",
+    "nvidia-container-toolkit-0:1.17.4-1.*",
+]
+# Entries that are not the roles' to touch: another package, an exclusion, a pattern by hand.
+OTHERS = ["bash-0:5.1.8-9.el9.*", "!kernel-0:5.14.0-1.el9.*", "nvidia-driver-cuda-3:5*"]
+PLUGIN = "python3-dnf-plugin-versionlock"
+
+
+def _roles_lock(role: str) -> tuple[list[str], list[str]]:
+    """(names, specs): what the role passes to the versionlock role and to its own lock."""
+    got = render(role, "rhel96", **PINNED[role])
+    # Plain strings: the templar's come back tagged, which yaml.safe_dump refuses.
+    return [str(n) for n in got[f"__{role}_package_names"]], [str(s) for s in got[f"__{role}_hold"]]
+
+
+def _entry(pkg: vendor_mirror.RpmPackage) -> str:
+    """The lock entry dnf writes for a package: name-epoch:version-release.*, epoch 0 when it has none."""
+    return f"{pkg.name}-{pkg.epoch or 0}:{pkg.version}-{pkg.release}.*"
+
+
+class Etc:
+    """A directory that stands over /etc/dnf in a private mount namespace, with its lock list."""
+
+    def __init__(self, base: Path, repos: Mapping[str, str]) -> None:
+        self.base = base
+        self.dnf = base / "etc-dnf"
+        (self.dnf / "plugins").mkdir(parents=True)
+        (self.dnf / "vars").mkdir()
+        (self.dnf / "vars" / "releasever").write_text("9\n")
+        (base / "repos").mkdir()
+        for sub in ("cache", "persist", "log"):
+            (base / sub).mkdir()
+        (self.dnf / "dnf.conf").write_text(
+            "[main]\n"
+            f"reposdir={base / 'repos'}\ncachedir={base / 'cache'}\npersistdir={base / 'persist'}\n"
+            f"logdir={base / 'log'}\ninstall_weak_deps=False\n"
+        )
+        # The versionlock plugin alone: dnf-plugins-core's other plugins stay off.
+        (self.dnf / "plugins" / "versionlock.conf").write_text(
+            "[main]\nenabled = 1\nlocklist = /etc/dnf/plugins/versionlock.list\n"
+        )
+        self.locklist = self.dnf / "plugins" / "versionlock.list"
+        self.locklist.write_text("")
+        for name, url in repos.items():
+            (base / "repos" / f"{name}.repo").write_text(
+                f"[{name}]\nname={name}\nbaseurl={url}\nenabled=1\ngpgcheck=0\nrepo_gpgcheck=0\n"
+            )
+
+    def run(self, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """argv in a private mount namespace where this directory is /etc/dnf."""
+        cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+               'mount --bind "$0" /etc/dnf && exec "$@"', str(self.dnf), *argv]  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")} | {
+            "LC_ALL": "C.UTF-8",
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_ROLES_PATH": str(self.base / "roles"),
+        }
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+    def entries(self) -> list[str]:
+        lines = self.locklist.read_text().splitlines()
+        return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def mirror() -> Iterator[vendor_mirror.Mirror]:
+    table = vendor_mirror.load_table()
+    if vendor_mirror.missing_tools() or not vendor_mirror.rpm_tools_present():
+        pytest.skip("the rpm mirror needs dpkg-dev, gnupg, rpm and createrepo-c")
+    with vendor_mirror.serve(vendor_mirror.build_mirror(table), "127.0.0.1", 0, table) as served:
+        yield served
+
+
+@pytest.fixture
+def etc(tmp_path: Path, mirror: vendor_mirror.Mirror) -> Etc:
+    paths = {"cuda": CUDA_RHEL9, "ctk": CTK_RPM}
+    etc = Etc(tmp_path, {name: mirror.repo_url(path) for name, path in paths.items()})
+    done = etc.run("dnf", "-q", "versionlock", "list")
+    if done.returncode != 0:
+        pytest.skip(
+            f"dnf has no versionlock plugin here (apt-get install dnf-plugins-core): {done.stderr[-300:]}"
+        )
+    _copy_role_without_plugin_install(tmp_path / "roles")
+    return etc
+
+
+def _copy_role_without_plugin_install(roles: Path) -> None:
+    shutil.copytree(ROOT / "roles" / "versionlock", roles / "versionlock")
+    main = roles / "versionlock" / "tasks" / "main.yml"
+    tasks = yaml.safe_load(main.read_text())
+    first = tasks[0]
+    assert first.get("ansible.builtin.dnf", {}).get("name") == PLUGIN, first
+    main.write_text(yaml.safe_dump(tasks[1:], sort_keys=False))
+
+
+def _play(
+    etc: Etc, locks: list[tuple[list[str], list[str]]], lock: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """For each (names, specs), what a role runs on RHEL around its install: the versionlock role,
+    then (lock) its own lock at its specs."""
+    tasks: list[dict[str, Any]] = []
+    for names, specs in locks:
+        tasks.append(
+            {
+                "name": f"Release {names}",
+                "ansible.builtin.import_role": {"name": "versionlock"},
+                "vars": {"versionlock_names": names, "versionlock_specs": specs},
+            }
+        )
+        if lock:
+            tasks.append(
+                {
+                    "name": f"Lock {specs}",
+                    "community.general.dnf_versionlock": {"name": specs, "state": "present"},
+                }
+            )
+    play = {
+        "hosts": "all",
+        "gather_facts": False,
+        "vars": {"versionlock_plugin": {"changed": False}},
+        "tasks": tasks,
+    }
+    (etc.base / "play.yml").write_text(yaml.safe_dump([play], sort_keys=False))
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    (etc.base / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": host}}}))
+    return etc.run(
+        str(BIN / "ansible-playbook"), "-i", str(etc.base / "inventory.yml"), str(etc.base / "play.yml")
+    )
+
+
+def _changed(done: subprocess.CompletedProcess[str]) -> int:
+    """How many tasks the play changed (its recap), after it succeeded."""
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    recap = re.search(r"^node\s+:.*\bchanged=(\d+)", done.stdout, re.M)
+    assert recap, done.stdout[-2000:]
+    return int(recap.group(1))
+
+
+def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
+    etc: Etc, mirror: vendor_mirror.Mirror
+) -> None:
+    etc.locklist.write_text("".join(f"{e}\n" for e in OLD + OTHERS))
+    install = ("dnf", "--assumeno", "install", "nvidia-driver-3:575.51")
+    before = etc.run(*install)
+    # The bug the role fixes, on the real plugin: the old lock hides the new pin.
+    assert "All matches were filtered out by exclude filtering for argument: nvidia-driver-3:575.51" in (
+        before.stdout + before.stderr
+    ), before.stdout + before.stderr
+
+    # Role by role, as a site play runs them: each release and each lock changed, the old entries went
+    # and the new came, and no role's release touched what the roles before it had locked.
+    locks = [_roles_lock(role) for role in PINNED]
+    assert _changed(_play(etc, locks)) == 2 * len(locks)
+    names = {name for role_names, _ in locks for name in role_names}
+    pinned = [
+        _entry(pkg)
+        for repo in mirror.table.rpm_repositories
+        if repo.path in (CUDA_RHEL9, CTK_RPM)
+        for pkg in repo.packages
+        if pkg.name in names
+    ]
+    assert len(pinned) == 9, pinned  # the mirror carries 2 driver, 2 DCGM, 1 NCCL and 4 toolkit packages
+    assert sorted(etc.entries()) == sorted(OTHERS + pinned)
+
+    # Every role reads its own new entries as its pin, whichever form the pin takes (name-epoch:version,
+    # name-epoch:version-release, name-version-release, name-version): a second release deletes nothing.
+    every = (sorted(names), [spec for _, specs in locks for spec in specs])
+    assert _changed(_play(etc, [every], lock=False)) == 0
+    assert sorted(etc.entries()) == sorted(OTHERS + pinned)
+
+    after = etc.run(*install)
+    assert "filtered out" not in after.stdout + after.stderr, after.stdout + after.stderr
+    assert "nvidia-driver" in after.stdout and "Operation aborted" in after.stdout + after.stderr, (
+        after.stdout
+    )
