@@ -306,6 +306,29 @@ def test_every_pinned_install_is_held_on_both_families(role: str) -> None:
         assert f"__{role}_hold" in text
 
 
+@pytest.mark.parametrize("role", [r for r in VENDOR_ROLES if r != "doca_ofed"])
+def test_the_rhel_install_is_preceded_by_releasing_the_old_locks(role: str) -> None:
+    """A moved pin installs on RHEL only once the entries of the old one are gone (roles/versionlock):
+    the role imports it before its install, over every package it locks."""
+    tasks = _tasks(role)
+    releases = [i for i, t in enumerate(tasks) if role_readme.module_of(t) == "ansible.builtin.import_role"]
+    installs = [
+        i
+        for i, t in enumerate(tasks)
+        if role_readme.module_of(t) == "ansible.builtin.dnf" and f"__{role}_packages" in str(t)
+    ]
+    assert len(releases) == 1 and installs and releases[0] == installs[0] - 1, (role, releases, installs)
+    release = tasks[releases[0]]
+    assert release["ansible.builtin.import_role"] == {"name": "versionlock"}
+    assert release["vars"]["versionlock_specs"] == f"{{{{ __{role}_hold }}}}"
+    assert release["when"] == tasks[installs[0]]["when"]
+    names = Templar(loader=DataLoader(), variables=_trust(render(role, "rhel96"))).template(
+        trust_as_template(release["vars"]["versionlock_names"])
+    )
+    for spec in render(role, "rhel96")[f"__{role}_hold"]:
+        assert any(spec.startswith(f"{name}-") for name in names), (role, spec, names)
+
+
 @pytest.mark.parametrize("os_id", ["ubuntu2404", "debian12", "rhel96"])
 @pytest.mark.parametrize("role", [r for r in VENDOR_ROLES if r not in ("doca_ofed",)])
 def test_the_hold_covers_every_pinned_package(role: str, os_id: str) -> None:
