@@ -7,9 +7,10 @@ in a private mount namespace where a throwaway directory stands over /etc/dnf: t
 configuration and lock list never change. The repositories are configured without signature checks,
 which test_vendor_mirror.py judges; here only the locks are the subject.
 
-What the roles run on a RHEL host, except that the play leaves out the role's first task (installing
-the plugin with the dnf module, which needs an rpm system): the versionlock role's list and release,
-then each role's own lock at its pin.
+The play runs each role's own RHEL tasks around its install, as the role's task file has them: the
+import of the versionlock role and the role's lock (doca_ofed: also the read of the release its
+repository carries), over the role's vars/RedHat.yml rendered for RHEL 9.6. Left out, because they
+need an rpm system: the installs, and the versionlock role's first task (the plugin's install).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN, ROOT
-from tests.roles import vendor_mirror
+from tests.roles import role_readme, vendor_mirror
 from tests.roles.test_vendor_pins import render
 
 pytestmark = pytest.mark.skipif(
@@ -37,6 +38,7 @@ pytestmark = pytest.mark.skipif(
 
 CUDA_RHEL9 = "compute/cuda/repos/rhel9/x86_64"
 CTK_RPM = "libnvidia-container/stable/rpm/x86_64"
+DOCA_RHEL9 = "public/repo/doca/3.2.0/rhel9/x86_64"
 # One role per form a pin takes, at the pin the mirror carries (rhel96 facts), as an inventory sets
 # it: name-epoch:version (also beegfs_client's), name-epoch:version-release, name-version-release,
 # name-version (also lustre_client's and cuda_toolkit's).
@@ -46,6 +48,8 @@ PINNED: dict[str, dict[str, Any]] = {
     "nccl": {},
     "nvidia_container_toolkit": {},
 }
+# doca_ofed pins by repository path: its specs are what the repository carries (its read task).
+DOCA = {"doca_ofed_use_doca": True, "doca_ofed_doca_packages": ["doca-ofed"]}
 # Entries an earlier pin of each role left: dnf's own form at an older release.
 OLD = [
     "nvidia-driver-3:570.172.08-1.el9.*",
@@ -53,6 +57,7 @@ OLD = [
     "datacenter-gpu-manager-4-core-1:4.4.1-1.*",
     "libnccl-0:2.25.1-1+cuda12.8.*",
     "nvidia-container-toolkit-0:1.17.4-1.*",
+    "doca-ofed-0:2.9.1-1.*",
 ]
 # Entries that are not the roles' to touch: another package, an exclusion, a pattern by hand.
 OTHERS = ["bash-0:5.1.8-9.el9.*", "!kernel-0:5.14.0-1.el9.*", "nvidia-driver-cuda-3:5*"]
@@ -61,9 +66,51 @@ PLUGIN = "python3-dnf-plugin-versionlock"
 
 def _roles_lock(role: str) -> tuple[list[str], list[str]]:
     """(names, specs): what the role passes to the versionlock role and to its own lock."""
-    got = render(role, "rhel96", **PINNED[role])
-    # Plain strings: the templar's come back tagged, which yaml.safe_dump refuses.
-    return [str(n) for n in got[f"__{role}_package_names"]], [str(s) for s in got[f"__{role}_hold"]]
+    got = _plain(render(role, "rhel96", **PINNED[role]))
+    return got[f"__{role}_package_names"], got[f"__{role}_hold"]
+
+
+def _plain(value: Any) -> Any:
+    """The templar's values as plain YAML data (they come back tagged, which yaml.safe_dump refuses)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool | int | float) or value is None:
+        return value
+    return str(value)
+
+
+def _role_tasks(role: str, file: str, wanted: set[str]) -> list[dict[str, Any]]:
+    """The role's own tasks of the given modules or names, in the order of its task file."""
+    found = [
+        task
+        for task, _ in role_readme.walk_tasks(
+            yaml.safe_load((ROOT / "roles" / role / "tasks" / file).read_text())
+        )
+        if "block" not in task and (role_readme.module_of(task) in wanted or task.get("name") in wanted)
+    ]
+    assert found, (role, file, wanted)
+    return found
+
+
+def _site_tasks() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each role's RHEL tasks around its install, and the vars they read: its rendered vars/RedHat.yml,
+    the facts of a RHEL host and the results of its earlier tasks (repositories already in place)."""
+    wanted = {"ansible.builtin.import_role", "community.general.dnf_versionlock"}
+    tasks: list[dict[str, Any]] = []
+    variables: dict[str, Any] = {
+        "ansible_os_family": "RedHat",
+        "nvidia_driver_repo": {"changed": False},
+        "versionlock_plugin": {"changed": False},
+    }
+    for role in PINNED:
+        file = "RedHat.yml" if (ROOT / "roles" / role / "tasks" / "RedHat.yml").exists() else "main.yml"
+        tasks += _role_tasks(role, file, wanted)
+        variables |= _plain(render(role, "rhel96", **PINNED[role]))
+    tasks += _role_tasks("doca_ofed", "RedHat.yml", wanted | {"Read the DOCA release the repository carries"})
+    variables |= DOCA | {"doca_ofed_repo": {"changed": False}}
+    return tasks, variables
 
 
 def _entry(pkg: vendor_mirror.RpmPackage) -> str:
@@ -127,7 +174,8 @@ def mirror() -> Iterator[vendor_mirror.Mirror]:
 
 @pytest.fixture
 def etc(tmp_path: Path, mirror: vendor_mirror.Mirror) -> Etc:
-    paths = {"cuda": CUDA_RHEL9, "ctk": CTK_RPM}
+    # "doca" is the id doca_ofed's repository has, which its read of the release names.
+    paths = {"cuda": CUDA_RHEL9, "ctk": CTK_RPM, "doca": DOCA_RHEL9}
     etc = Etc(tmp_path, {name: mirror.repo_url(path) for name, path in paths.items()})
     done = etc.run("dnf", "-q", "versionlock", "list")
     if done.returncode != 0:
@@ -148,38 +196,23 @@ def _copy_role_without_plugin_install(roles: Path) -> None:
 
 
 def _play(
-    etc: Etc, locks: list[tuple[list[str], list[str]]], lock: bool = True
+    etc: Etc, tasks: list[dict[str, Any]], variables: dict[str, Any]
 ) -> subprocess.CompletedProcess[str]:
-    """For each (names, specs), what a role runs on RHEL around its install: the versionlock role,
-    then (lock) its own lock at its specs."""
-    tasks: list[dict[str, Any]] = []
-    for names, specs in locks:
-        tasks.append(
-            {
-                "name": f"Release {names}",
-                "ansible.builtin.import_role": {"name": "versionlock"},
-                "vars": {"versionlock_names": names, "versionlock_specs": specs},
-            }
-        )
-        if lock:
-            tasks.append(
-                {
-                    "name": f"Lock {specs}",
-                    "community.general.dnf_versionlock": {"name": specs, "state": "present"},
-                }
-            )
-    play = {
-        "hosts": "all",
-        "gather_facts": False,
-        "vars": {"versionlock_plugin": {"changed": False}},
-        "tasks": tasks,
-    }
+    play = {"hosts": "all", "gather_facts": False, "vars": variables, "tasks": tasks}
     (etc.base / "play.yml").write_text(yaml.safe_dump([play], sort_keys=False))
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     (etc.base / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"node": host}}}))
     return etc.run(
         str(BIN / "ansible-playbook"), "-i", str(etc.base / "inventory.yml"), str(etc.base / "play.yml")
     )
+
+
+def _release(names: list[str], specs: list[str]) -> dict[str, Any]:
+    return {
+        "name": "Release every role's other versions",
+        "ansible.builtin.import_role": {"name": "versionlock"},
+        "vars": {"versionlock_names": names, "versionlock_specs": specs},
+    }
 
 
 def _changed(done: subprocess.CompletedProcess[str]) -> int:
@@ -203,23 +236,31 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
 
     # Role by role, as a site play runs them: each release and each lock changed, the old entries went
     # and the new came, and no role's release touched what the roles before it had locked.
-    locks = [_roles_lock(role) for role in PINNED]
-    assert _changed(_play(etc, locks)) == 2 * len(locks)
+    tasks, variables = _site_tasks()
+    assert _changed(_play(etc, tasks, variables)) == 2 * (len(PINNED) + 1)
+    locks = [_roles_lock(role) for role in PINNED] + [(DOCA["doca_ofed_doca_packages"], [])]
     names = {name for role_names, _ in locks for name in role_names}
     pinned = [
         _entry(pkg)
         for repo in mirror.table.rpm_repositories
-        if repo.path in (CUDA_RHEL9, CTK_RPM)
+        if repo.path in (CUDA_RHEL9, CTK_RPM, DOCA_RHEL9)
         for pkg in repo.packages
         if pkg.name in names
     ]
-    assert len(pinned) == 9, pinned  # the mirror carries 2 driver, 2 DCGM, 1 NCCL and 4 toolkit packages
+    # The mirror carries 2 driver, 2 DCGM, 1 NCCL, 4 container toolkit and 1 DOCA packages.
+    assert len(pinned) == 10, pinned
     assert sorted(etc.entries()) == sorted(OTHERS + pinned)
 
     # Every role reads its own new entries as its pin, whichever form the pin takes (name-epoch:version,
-    # name-epoch:version-release, name-version-release, name-version): a second release deletes nothing.
-    every = (sorted(names), [spec for _, specs in locks for spec in specs])
-    assert _changed(_play(etc, [every], lock=False)) == 0
+    # name-epoch:version-release, name-version-release, name-version, DOCA's name-epoch:version-release
+    # from its repository): one release over all of them deletes nothing.
+    specs = [spec for _, role_specs in locks for spec in role_specs] + [
+        e.removesuffix(".*") for e in pinned if e.startswith("doca-")
+    ]
+    assert (
+        _changed(_play(etc, [_release(sorted(names), specs)], {"versionlock_plugin": {"changed": False}}))
+        == 0
+    )
     assert sorted(etc.entries()) == sorted(OTHERS + pinned)
 
     after = etc.run(*install)
