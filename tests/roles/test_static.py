@@ -6,7 +6,6 @@ import functools
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
