@@ -307,6 +307,20 @@ def test_every_pinned_install_is_held_on_both_families(role: str) -> None:
 
 
 @pytest.mark.parametrize("role", [r for r in VENDOR_ROLES if r != "doca_ofed"])
+def test_a_pin_moved_back_installs_the_older_version(role: str) -> None:
+    """Without allow_downgrade the dnf module keeps a newer installed version and says ok, and apt-get
+    refuses: every pinned install of both families allows it (tests/roles/test_versionlock.py runs it)."""
+    installs = [
+        t
+        for t in _tasks(role)
+        if role_readme.module_of(t) in ("ansible.builtin.apt", "ansible.builtin.dnf")
+        and f"__{role}_packages" in str(t)
+    ]
+    assert {role_readme.module_of(t) for t in installs} == {"ansible.builtin.apt", "ansible.builtin.dnf"}
+    assert all(t[role_readme.module_of(t) or ""].get("allow_downgrade") is True for t in installs), role
+
+
+@pytest.mark.parametrize("role", [r for r in VENDOR_ROLES if r != "doca_ofed"])
 def test_the_rhel_install_is_preceded_by_releasing_the_old_locks(role: str) -> None:
     """A moved pin installs on RHEL only once the entries of the old one are gone (roles/versionlock):
     the role imports it before its install, over every package it locks."""

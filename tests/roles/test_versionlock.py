@@ -7,10 +7,12 @@ in a private mount namespace where a throwaway directory stands over /etc/dnf: t
 configuration and lock list never change. The repositories are configured without signature checks,
 which test_vendor_mirror.py judges; here only the locks are the subject.
 
-The play runs each role's own RHEL tasks around its install, as the role's task file has them: the
+The plays run each role's own RHEL tasks around its install, as the role's task file has them: the
 import of the versionlock role and the role's lock (doca_ofed: also the read of the release its
-repository carries), over the role's vars/RedHat.yml rendered for RHEL 9.6. Left out, because they
-need an rpm system: the installs, and the versionlock role's first task (the plugin's install).
+repository carries), over the role's vars/RedHat.yml rendered for RHEL 9.6. nccl's install runs too,
+into a throwaway install root (the dnf module's installroot, with dnf's own Python): a pin moved
+forward and back. Left out: the other installs, which would need an rpm system or more than one
+version per package in the mirror, and the versionlock role's first task (the plugin's install).
 """
 
 from __future__ import annotations
@@ -245,7 +247,8 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
         for repo in mirror.table.rpm_repositories
         if repo.path in (CUDA_RHEL9, CTK_RPM, DOCA_RHEL9)
         for pkg in repo.packages
-        if pkg.name in names
+        # Not the older NCCL beside the pinned one (the pin moved back to it, below).
+        if pkg.name in names and (pkg.name, pkg.version) != ("libnccl", "2.25.1")
     ]
     # The mirror carries 2 driver, 2 DCGM, 1 NCCL, 4 container toolkit and 1 DOCA packages.
     assert len(pinned) == 10, pinned
@@ -268,3 +271,46 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
     assert "nvidia-driver" in after.stdout and "Operation aborted" in after.stdout + after.stderr, (
         after.stdout
     )
+
+
+def _nccl_at(version: str, root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """nccl's own RHEL tasks at a pin: release the other versions' locks, install, lock. The install
+    goes into root (installroot) through dnf's own Python, which the dnf module picks itself."""
+    names = {
+        "Release versionlock entries that hold libnccl at another version",
+        "Install the pinned libnccl on RHEL",
+        "Lock libnccl at the pinned release",
+    }
+    tasks = _role_tasks("nccl", "main.yml", names)
+    modules = [role_readme.module_of(task) for task in tasks]
+    assert modules == [
+        "ansible.builtin.import_role",
+        "ansible.builtin.dnf",
+        "community.general.dnf_versionlock",
+    ]
+    install = next(t for t in tasks if "ansible.builtin.dnf" in t)
+    install["ansible.builtin.dnf"] |= {"installroot": str(root), "releasever": "9", "use_backend": "dnf4"}
+    variables = {"ansible_os_family": "RedHat", "versionlock_plugin": {"changed": False}}
+    variables |= _plain(render("nccl", "rhel96", nccl_version=version))
+    return tasks, variables
+
+
+def test_a_pin_moved_back_is_installed_and_locked_on_rhel(etc: Etc, tmp_path: Path) -> None:
+    """The dnf module keeps a newer installed version and reports ok unless allow_downgrade is set
+    (ansible.builtin.dnf, _mark_package_install): the roles set it, so moving a pin back installs it."""
+    root = tmp_path / "root"
+    root.mkdir()
+
+    def installed() -> str:
+        done = subprocess.run(["rpm", "--root", str(root), "-q", "libnccl"], capture_output=True, text=True)
+        return done.stdout.strip()
+
+    assert _changed(_play(etc, *_nccl_at("2.26.2-1", root))) == 2  # installed, locked
+    assert installed() == "libnccl-2.26.2-1+cuda12.8.x86_64"
+    assert etc.entries() == ["libnccl-0:2.26.2-1+cuda12.8.*"]
+
+    assert _changed(_play(etc, *_nccl_at("2.25.1-1", root))) == 3  # released, installed, locked
+    assert installed() == "libnccl-2.25.1-1+cuda12.8.x86_64"
+    assert etc.entries() == ["libnccl-0:2.25.1-1+cuda12.8.*"]
+
+    assert _changed(_play(etc, *_nccl_at("2.25.1-1", root))) == 0
