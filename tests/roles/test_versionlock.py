@@ -41,13 +41,15 @@ pytestmark = pytest.mark.skipif(
 CUDA_RHEL9 = "compute/cuda/repos/rhel9/x86_64"
 CTK_RPM = "libnvidia-container/stable/rpm/x86_64"
 DOCA_RHEL9 = "public/repo/doca/3.2.0/rhel9/x86_64"
+# nccl moves for real (an install root): up from the older NCCL the mirror carries, then back to it.
+NCCL, OLD_NCCL = "2.26.2-1", "2.25.1-1"
 # One role per form a pin takes, at the pin the mirror carries (rhel96 facts), as an inventory sets
 # it: name-epoch:version (also beegfs_client's), name-epoch:version-release, name-version-release,
 # name-version (also lustre_client's and cuda_toolkit's).
 PINNED: dict[str, dict[str, Any]] = {
     "nvidia_driver": {"nvidia_driver_branch": "575", "nvidia_driver_version": "575.51"},
     "dcgm": {},
-    "nccl": {},
+    "nccl": {"nccl_version": NCCL},
     "nvidia_container_toolkit": {},
 }
 # doca_ofed pins by repository path: its specs are what the repository carries (its read task).
@@ -57,7 +59,7 @@ OLD = [
     "nvidia-driver-3:570.172.08-1.el9.*",
     "kmod-nvidia-open-dkms-3:570.172.08-1.el9.*",
     "datacenter-gpu-manager-4-core-1:4.4.1-1.*",
-    "libnccl-0:2.25.1-1+cuda12.8.*",
+    f"libnccl-0:{OLD_NCCL}+cuda12.8.*",
     "nvidia-container-toolkit-0:1.17.4-1.*",
     "doca-ofed-0:2.9.1-1.*",
 ]
@@ -96,9 +98,10 @@ def _role_tasks(role: str, file: str, wanted: set[str]) -> list[dict[str, Any]]:
     return found
 
 
-def _site_tasks() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _site_tasks(root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Each role's RHEL tasks around its install, and the vars they read: its rendered vars/RedHat.yml,
-    the facts of a RHEL host and the results of its earlier tasks (repositories already in place)."""
+    the facts of a RHEL host and the results of its earlier tasks (repositories already in place).
+    nccl's install runs too, into root."""
     wanted = {"ansible.builtin.import_role", "community.general.dnf_versionlock"}
     tasks: list[dict[str, Any]] = []
     variables: dict[str, Any] = {
@@ -107,11 +110,35 @@ def _site_tasks() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         "versionlock_plugin": {"changed": False},
     }
     for role in PINNED:
-        file = "RedHat.yml" if (ROOT / "roles" / role / "tasks" / "RedHat.yml").exists() else "main.yml"
-        tasks += _role_tasks(role, file, wanted)
+        if role == "nccl":
+            tasks += _nccl_at(NCCL, root)[0]
+        else:
+            file = "RedHat.yml" if (ROOT / "roles" / role / "tasks" / "RedHat.yml").exists() else "main.yml"
+            tasks += _role_tasks(role, file, wanted)
         variables |= _plain(render(role, "rhel96", **PINNED[role]))
     tasks += _role_tasks("doca_ofed", "RedHat.yml", wanted | {"Read the DOCA release the repository carries"})
     variables |= DOCA | {"doca_ofed_repo": {"changed": False}}
+    return tasks, variables
+
+
+def _nccl_at(version: str, root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """nccl's own RHEL tasks at a pin: release the other versions' locks, install, lock. The install
+    goes into root (the dnf module's installroot), through dnf's own Python, which the module finds."""
+    names = {
+        "Release versionlock entries that hold libnccl at another version",
+        "Install the pinned libnccl on RHEL",
+        "Lock libnccl at the pinned release",
+    }
+    tasks = _role_tasks("nccl", "main.yml", names)
+    modules = [role_readme.module_of(task) for task in tasks]
+    assert modules == [
+        "ansible.builtin.import_role",
+        "ansible.builtin.dnf",
+        "community.general.dnf_versionlock",
+    ]
+    tasks[1]["ansible.builtin.dnf"] |= {"installroot": str(root), "releasever": "9", "use_backend": "dnf4"}
+    variables = {"ansible_os_family": "RedHat", "versionlock_plugin": {"changed": False}}
+    variables |= _plain(render("nccl", "rhel96", nccl_version=version))
     return tasks, variables
 
 
@@ -225,10 +252,23 @@ def _changed(done: subprocess.CompletedProcess[str]) -> int:
     return int(recap.group(1))
 
 
-def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
-    etc: Etc, mirror: vendor_mirror.Mirror
+def test_pins_move_forward_and_back_past_the_old_locks(
+    etc: Etc, mirror: vendor_mirror.Mirror, tmp_path: Path
 ) -> None:
+    root = tmp_path / "root"
     etc.locklist.write_text("".join(f"{e}\n" for e in OLD + OTHERS))
+    # The older NCCL is installed, at the lock an earlier pin left.
+    done = etc.run(
+        "dnf",
+        "-y",
+        "-q",
+        f"--installroot={root}",
+        "--releasever=9",
+        "install",
+        f"libnccl-{OLD_NCCL}+cuda12.8",
+    )
+    assert done.returncode == 0, done.stderr
+    assert _installed(root) == f"libnccl-{OLD_NCCL}+cuda12.8.x86_64"
     install = ("dnf", "--assumeno", "install", "nvidia-driver-3:575.51")
     before = etc.run(*install)
     # The bug the role fixes, on the real plugin: the old lock hides the new pin.
@@ -237,9 +277,10 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
     ), before.stdout + before.stderr
 
     # Role by role, as a site play runs them: each release and each lock changed, the old entries went
-    # and the new came, and no role's release touched what the roles before it had locked.
-    tasks, variables = _site_tasks()
-    assert _changed(_play(etc, tasks, variables)) == 2 * (len(PINNED) + 1)
+    # and the new came, no role's release touched what the roles before it had locked, and NCCL moved up.
+    tasks, variables = _site_tasks(root)
+    assert _changed(_play(etc, tasks, variables)) == 2 * (len(PINNED) + 1) + 1
+    assert _installed(root) == f"libnccl-{NCCL}+cuda12.8.x86_64"
     locks = [_roles_lock(role) for role in PINNED] + [(DOCA["doca_ofed_doca_packages"], [])]
     names = {name for role_names, _ in locks for name in role_names}
     pinned = [
@@ -247,10 +288,9 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
         for repo in mirror.table.rpm_repositories
         if repo.path in (CUDA_RHEL9, CTK_RPM, DOCA_RHEL9)
         for pkg in repo.packages
-        # Not the older NCCL beside the pinned one (the pin moved back to it, below).
-        if pkg.name in names and (pkg.name, pkg.version) != ("libnccl", "2.25.1")
+        if pkg.name in names and f"{pkg.name}-{pkg.version}-{pkg.release}" != f"libnccl-{OLD_NCCL}+cuda12.8"
     ]
-    # The mirror carries 2 driver, 2 DCGM, 1 NCCL, 4 container toolkit and 1 DOCA packages.
+    # The mirror carries 2 driver, 2 DCGM, 1 NCCL (beside the older), 4 container toolkit, 1 DOCA packages.
     assert len(pinned) == 10, pinned
     assert sorted(etc.entries()) == sorted(OTHERS + pinned)
 
@@ -265,52 +305,19 @@ def test_a_moved_pin_installs_once_the_roles_release_the_old_locks(
         == 0
     )
     assert sorted(etc.entries()) == sorted(OTHERS + pinned)
-
     after = etc.run(*install)
     assert "filtered out" not in after.stdout + after.stderr, after.stdout + after.stderr
     assert "nvidia-driver" in after.stdout and "Operation aborted" in after.stdout + after.stderr, (
         after.stdout
     )
 
-
-def _nccl_at(version: str, root: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """nccl's own RHEL tasks at a pin: release the other versions' locks, install, lock. The install
-    goes into root (installroot) through dnf's own Python, which the dnf module picks itself."""
-    names = {
-        "Release versionlock entries that hold libnccl at another version",
-        "Install the pinned libnccl on RHEL",
-        "Lock libnccl at the pinned release",
-    }
-    tasks = _role_tasks("nccl", "main.yml", names)
-    modules = [role_readme.module_of(task) for task in tasks]
-    assert modules == [
-        "ansible.builtin.import_role",
-        "ansible.builtin.dnf",
-        "community.general.dnf_versionlock",
-    ]
-    install = next(t for t in tasks if "ansible.builtin.dnf" in t)
-    install["ansible.builtin.dnf"] |= {"installroot": str(root), "releasever": "9", "use_backend": "dnf4"}
-    variables = {"ansible_os_family": "RedHat", "versionlock_plugin": {"changed": False}}
-    variables |= _plain(render("nccl", "rhel96", nccl_version=version))
-    return tasks, variables
+    # The pin moved back: the dnf module keeps a newer installed version and reports ok unless
+    # allow_downgrade is set (ansible.builtin.dnf, _mark_package_install); the roles set it.
+    assert _changed(_play(etc, *_nccl_at(OLD_NCCL, root))) == 3  # released, installed, locked
+    assert _installed(root) == f"libnccl-{OLD_NCCL}+cuda12.8.x86_64"
+    assert [e for e in etc.entries() if e.startswith("libnccl-")] == [f"libnccl-0:{OLD_NCCL}+cuda12.8.*"]
 
 
-def test_a_pin_moved_back_is_installed_and_locked_on_rhel(etc: Etc, tmp_path: Path) -> None:
-    """The dnf module keeps a newer installed version and reports ok unless allow_downgrade is set
-    (ansible.builtin.dnf, _mark_package_install): the roles set it, so moving a pin back installs it."""
-    root = tmp_path / "root"
-    root.mkdir()
-
-    def installed() -> str:
-        done = subprocess.run(["rpm", "--root", str(root), "-q", "libnccl"], capture_output=True, text=True)
-        return done.stdout.strip()
-
-    assert _changed(_play(etc, *_nccl_at("2.26.2-1", root))) == 2  # installed, locked
-    assert installed() == "libnccl-2.26.2-1+cuda12.8.x86_64"
-    assert etc.entries() == ["libnccl-0:2.26.2-1+cuda12.8.*"]
-
-    assert _changed(_play(etc, *_nccl_at("2.25.1-1", root))) == 3  # released, installed, locked
-    assert installed() == "libnccl-2.25.1-1+cuda12.8.x86_64"
-    assert etc.entries() == ["libnccl-0:2.25.1-1+cuda12.8.*"]
-
-    assert _changed(_play(etc, *_nccl_at("2.25.1-1", root))) == 0
+def _installed(root: Path) -> str:
+    done = subprocess.run(["rpm", "--root", str(root), "-q", "libnccl"], capture_output=True, text=True)
+    return done.stdout.strip()
