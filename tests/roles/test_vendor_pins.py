@@ -336,10 +336,11 @@ def test_the_rhel_install_is_preceded_by_releasing_the_old_locks(role: str) -> N
     assert release["ansible.builtin.import_role"] == {"name": "versionlock"}
     assert release["vars"]["versionlock_specs"] == f"{{{{ __{role}_hold }}}}"
     assert release["when"] == tasks[installs[0]]["when"]
-    names = Templar(loader=DataLoader(), variables=_trust(render(role, "rhel96"))).template(
+    rhel = render(role, "rhel96")
+    names = Templar(loader=DataLoader(), variables=_trust(rhel)).template(
         trust_as_template(release["vars"]["versionlock_names"])
     )
-    for spec in render(role, "rhel96")[f"__{role}_hold"]:
+    for spec in rhel[f"__{role}_hold"]:
         assert any(spec.startswith(f"{name}-") for name in names), (role, spec, names)
 
 
