@@ -7,6 +7,8 @@ set -euo pipefail
 
 token_dir=$(mktemp -d)
 chmod 700 "$token_dir"
+# The tokens go when the job's shell exits: a shell executor's /tmp outlives the job.
+trap 'rm -rf "$token_dir"' EXIT
 
 case "${FLEETFORGE_CLOUD:?set FLEETFORGE_CLOUD to aws, gcp or azure}" in
   aws)

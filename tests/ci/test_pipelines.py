@@ -265,30 +265,44 @@ def test_deploy_script_refuses_to_run_without_a_backend(tmp_path: Path) -> None:
     assert done.returncode != 0 and "PULUMI_BACKEND_URL" in done.stderr
 
 
-def source_cloud_env(cloud: str, tmp_path: Path, **extra: str) -> tuple[int, dict[str, str], str]:
-    dump = tmp_path / "env.json"
-    probe = f'source ci/gitlab/cloud-env.sh && "{sys.executable}" -c "import json, os; print(json.dumps(dict(os.environ)))" >"{dump}"'
+def source_cloud_env(
+    cloud: str, tmp_path: Path, **extra: str
+) -> tuple[int, dict[str, str], dict[str, str], str]:
+    """The job's environment after sourcing the script, and the token files as the job saw them:
+    the script removes them when the job's shell exits."""
+    dump, seen = tmp_path / "env.json", tmp_path / "seen"
+    probe = (
+        f'source ci/gitlab/cloud-env.sh && "{sys.executable}" -c "import json, os; print(json.dumps(dict(os.environ)))"'
+        f' >"{dump}" && cp -r "$token_dir" "{seen}"'
+    )
     done = run(
         ["bash", "-c", probe],
         cwd=ROOT,
-        env=_env(FLEETFORGE_CLOUD=cloud, CI_PROJECT_ID="7", CI_PIPELINE_ID="9", **extra),
+        # mktemp's folder for the tokens: inside the test's own, so a failing run leaves nothing in /tmp.
+        env=_env(
+            FLEETFORGE_CLOUD=cloud, CI_PROJECT_ID="7", CI_PIPELINE_ID="9", TMPDIR=str(tmp_path), **extra
+        ),
     )
     env = json.loads(dump.read_text()) if dump.exists() else {}
-    return done.returncode, env, done.stderr
+    files = {f.name: f.read_text() for f in seen.iterdir()} if seen.exists() else {}
+    return done.returncode, env, files, done.stderr
 
 
 def test_gitlab_aws_token_becomes_a_web_identity_file(tmp_path: Path) -> None:
-    code, env, err = source_cloud_env(
+    code, env, files, err = source_cloud_env(
         "aws", tmp_path, AWS_ID_TOKEN="eyJ.aws", AWS_ROLE_ARN="arn:aws:iam::1:role/r", AWS_REGION="us-east-1"
     )
     assert code == 0, err
-    assert Path(env["AWS_WEB_IDENTITY_TOKEN_FILE"]).read_text() == "eyJ.aws"
+    token = Path(env["AWS_WEB_IDENTITY_TOKEN_FILE"])
+    assert files[token.name] == "eyJ.aws"
+    # A shell runner's /tmp outlives the job: the token went with the job's shell.
+    assert token.parent.parent == tmp_path and not token.parent.exists()
     assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/r" and env["AWS_ROLE_SESSION_NAME"] == "fleetforge-7-9"
 
 
 def test_gitlab_gcp_token_becomes_an_external_account(tmp_path: Path) -> None:
     provider = "projects/1/locations/global/workloadIdentityPools/p/providers/gitlab"
-    code, env, err = source_cloud_env(
+    code, env, files, err = source_cloud_env(
         "gcp",
         tmp_path,
         GCP_ID_TOKEN="eyJ.gcp",
@@ -296,16 +310,16 @@ def test_gitlab_gcp_token_becomes_an_external_account(tmp_path: Path) -> None:
         GCP_SERVICE_ACCOUNT="d@p.iam.gserviceaccount.com",
     )
     assert code == 0, err
-    cred = json.loads(Path(env["GOOGLE_APPLICATION_CREDENTIALS"]).read_text())
+    cred = json.loads(files[Path(env["GOOGLE_APPLICATION_CREDENTIALS"]).name])
     assert cred["type"] == "external_account" and cred["audience"] == f"//iam.googleapis.com/{provider}"
-    assert Path(cred["credential_source"]["file"]).read_text() == "eyJ.gcp"
+    assert files[Path(cred["credential_source"]["file"]).name] == "eyJ.gcp"
     assert cred["service_account_impersonation_url"].endswith(
         "d@p.iam.gserviceaccount.com:generateAccessToken"
     )
 
 
 def test_gitlab_azure_token_reaches_pulumi_and_azure_identity(tmp_path: Path) -> None:
-    code, env, err = source_cloud_env(
+    code, env, files, err = source_cloud_env(
         "azure",
         tmp_path,
         AZURE_ID_TOKEN="eyJ.az",
@@ -314,14 +328,14 @@ def test_gitlab_azure_token_reaches_pulumi_and_azure_identity(tmp_path: Path) ->
         AZURE_SUBSCRIPTION_ID="s",
     )
     assert code == 0, err
-    assert Path(env["AZURE_FEDERATED_TOKEN_FILE"]).read_text() == "eyJ.az"
+    assert files[Path(env["AZURE_FEDERATED_TOKEN_FILE"]).name] == "eyJ.az"
     assert (env["ARM_USE_OIDC"], env["ARM_OIDC_TOKEN"], env["ARM_CLIENT_ID"]) == ("true", "eyJ.az", "c")
 
 
 def test_gitlab_unknown_cloud_or_missing_token_fails(tmp_path: Path) -> None:
-    code, _, err = source_cloud_env("openstack", tmp_path)
+    code, _, _, err = source_cloud_env("openstack", tmp_path)
     assert code == 64 and "want aws, gcp or azure" in err
-    code, _, err = source_cloud_env("aws", tmp_path, AWS_ROLE_ARN="r", AWS_REGION="x")
+    code, _, _, err = source_cloud_env("aws", tmp_path, AWS_ROLE_ARN="r", AWS_REGION="x")
     assert code != 0 and "AWS_ID_TOKEN" in err
 
 
