@@ -10,7 +10,8 @@ beegfs_client. node_tuning is skipped (--skip-tags; test_apply.py applies it). A
 epoch, layout or signature setting fails here as it would on a real node.
 
 Order: --check --diff on the fresh host, apply, apply again (changed=0), then apply with a driver
-version the mirror does not carry, which must fail on the driver's install task naming the package.
+version the mirror does not carry, which must fail on the driver's install task naming the package;
+then nccl alone with its pin moved back to the older build the mirror carries, and forward again.
 
 Stand-ins: every role runs with <role>_apply_runtime false (RUNTIME_OFF of test_apply.py: the
 hosts share this machine's kernel), which skips module loads, service starts and the runtime
@@ -92,6 +93,8 @@ HELD = {
     "beegfs-helperd",
     "beegfs-utils",
 }
+# The older NCCL build the mirror carries beside the default's (vendor_packages.yaml).
+NCCL_BACK = "2.25.1-1"
 # Mirror packages a run of the defaults must leave alone (other branches, builds, releases).
 NOT_INSTALLED = (
     "nvidia-fabricmanager",
@@ -143,6 +146,7 @@ class Applied:
     reapply: Run
     wrong_pin: Run
     doca: Run
+    nccl_moves: list[tuple[Run, str]]
 
     def sh(self, command: str) -> str:
         return self.hosts.ssh(self.hosts[0], command).stdout
@@ -212,6 +216,14 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
         wrong_pin = playbook(wrong, *skip)
         # As where doca_ofed installed DOCA-OFED (its fact, given here: Debian has no DOCA repository).
         doca = playbook(inventory, "--tags", "beegfs_client", "-e", "doca_ofed_use_doca=true")
+        # nccl's pin moved back to the older build beside it, then forward again: each over the
+        # role's own hold, and the host ends as the defaults put it for the tests that read it.
+        nccl_moves: list[tuple[Run, str]] = []
+        for version in (NCCL_BACK, None):
+            moved = playbook(
+                inventory, "--tags", "nccl", *(("-e", f"nccl_version={version}") if version else ())
+            )
+            nccl_moves.append((moved, applied_nccl(hosts)))
     runs = {"check": check, "apply": apply, "reapply": reapply, "wrong_pin": wrong_pin, "doca": doca}
     for label, run in runs.items():
         (tmp / f"{label}.json").write_text(json.dumps(run.doc))
@@ -220,7 +232,14 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
         f"ansible-playbook wall time: check {check.seconds:.0f}s, apply {apply.seconds:.0f}s, "
         f"reapply {reapply.seconds:.0f}s, wrong pin {wrong_pin.seconds:.0f}s"
     )
-    return Applied(hosts, mirror, written, requests_during_check, check, apply, reapply, wrong_pin, doca)
+    return Applied(
+        hosts, mirror, written, requests_during_check, check, apply, reapply, wrong_pin, doca, nccl_moves
+    )
+
+
+def applied_nccl(hosts: TestHosts) -> str:
+    """libnccl2's version and dpkg status (hi: held) on the host."""
+    return hosts.ssh(hosts[0], "dpkg-query -W -f '${Version} ${db:Status-Abbrev}' libnccl2").stdout.strip()
 
 
 def _why(run: Run) -> dict[str, str]:
@@ -242,6 +261,16 @@ def _failures(run: Run) -> list[tuple[str, dict[str, object]]]:
         for play in run.doc["plays"]
         for task in play["tasks"]
         if task["hosts"].get("h0", {}).get("failed")
+    ]
+
+
+def _changed(run: Run) -> list[str]:
+    """The names of the tasks that changed h0."""
+    return [
+        task["task"]["name"]
+        for play in run.doc["plays"]
+        for task in play["tasks"]
+        if task["hosts"].get("h0", {}).get("changed")
     ]
 
 
@@ -357,6 +386,23 @@ def test_second_apply_changes_nothing(applied: Applied) -> None:
     assert run.rc == 0, _ok(run)
     s = run.stats["h0"]
     assert s["changed"] == 0 and s["failures"] == 0, s
+
+
+def test_a_pin_moved_back_installs_the_older_build_over_the_hold_and_moves_forward_again(
+    applied: Applied,
+) -> None:
+    (back, back_state), (forward, forward_state) = applied.nccl_moves
+    assert back.rc == 0, _ok(back)
+    assert back_state == f"{NCCL_BACK}+cuda12.8 hi"
+    assert forward.rc == 0, _ok(forward)
+    assert forward_state == f"{EXPECTED['libnccl2']} hi"
+    # apt-get's install of a held package at another version leaves it selected for install:
+    # the role's hold task holds it again.
+    for run in (back, forward):
+        assert _changed(run) == [
+            "nccl : Install the pinned libnccl on Debian and Ubuntu",
+            "nccl : Hold libnccl at the pinned release",
+        ]
 
 
 def test_a_driver_version_the_repository_does_not_carry_fails_the_install_naming_it(applied: Applied) -> None:
