@@ -72,6 +72,7 @@ EXPECTED = {
     "libnccl2": "2.26.2-1+cuda12.8",
     "datacenter-gpu-manager-4-core": "1:4.5.2-1",
     "datacenter-gpu-manager-4-cuda12": "1:4.5.2-1",
+    "datacenter-gpu-manager-exporter": "4.8.1-1",
     "beegfs-client": "20:7.4.5",
     "beegfs-helperd": "20:7.4.5",
     "beegfs-utils": "20:7.4.5",
@@ -89,6 +90,7 @@ HELD = {
     "libnccl2",
     "datacenter-gpu-manager-4-core",
     "datacenter-gpu-manager-4-cuda12",
+    "datacenter-gpu-manager-exporter",
     "beegfs-client",
     "beegfs-helperd",
     "beegfs-utils",
@@ -107,6 +109,7 @@ UNITS = (
     "nvidia-persistenced.service",
     "nvidia-fabricmanager.service",
     "nvidia-dcgm.service",
+    "nvidia-dcgm-exporter.service",
     "beegfs-helperd.service",
     "beegfs-client.service",
 )
@@ -187,6 +190,8 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
             **STAND_INS,
             **mirror.role_vars(),
             "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+            "dcgm_exporter": True,
+            "dcgm_exporter_port": 9500,
             "beegfs_client_mgmtd_host": "mgmt.example",
             "beegfs_client_conn_auth_secret": "test-only-secret-42",
         }
@@ -292,7 +297,10 @@ def test_check_mode_on_the_fresh_host_names_every_pin_and_writes_nothing(applied
     )
     assert "cuda-toolkit-12-8=12.8.1-*" in why["cuda_toolkit"]
     assert "libnccl2 2.26.2-1+cuda12.8" in why["nccl"]
-    assert "datacenter-gpu-manager-4-core=1:4.5.2-1, datacenter-gpu-manager-4-cuda12=1:4.5.2-1" in why["dcgm"]
+    assert (
+        "datacenter-gpu-manager-4-core=1:4.5.2-1, datacenter-gpu-manager-4-cuda12=1:4.5.2-1, "
+        "datacenter-gpu-manager-exporter=4.8.1-1" in why["dcgm"]
+    )
     assert "nvidia-container-toolkit 1.17.5" in why["nvidia_container_toolkit"]
     assert "beegfs-client 20:7.4.5" in why["beegfs_client"]
     assert applied.written_by_check == []
@@ -360,6 +368,16 @@ def test_the_persistence_daemon_starts_with_persistence_mode_on(applied: Applied
     assert starts == [
         "ExecStart=",
         "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose",
+    ], text
+    assert "[Service]" in text
+
+
+def test_the_exporter_listens_on_the_port_it_was_given(applied: Applied) -> None:
+    text = applied.sh("cat /etc/systemd/system/nvidia-dcgm-exporter.service.d/fleetforge.conf")
+    starts = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+    assert starts == [
+        "ExecStart=",
+        "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv --address :9500",
     ], text
     assert "[Service]" in text
 

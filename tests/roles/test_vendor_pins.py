@@ -197,6 +197,19 @@ def test_pins_carry_the_vendors_epoch(os_id: str) -> None:
                                                       nvidia_driver_version="575.51")["__nvidia_driver_packages"])  # fmt: skip
 
 
+@pytest.mark.parametrize("os_id", ["ubuntu2404", "debian12", "rhel96"])
+def test_the_dcgm_exporter_is_pinned_and_held_at_its_own_version(os_id: str) -> None:
+    sep = "-" if os_id == "rhel96" else "="
+    got = render("dcgm", os_id, dcgm_exporter=True)
+    # Its own version, without DCGM's epoch, after DCGM's own packages.
+    assert got["__dcgm_packages"] == [
+        *render("dcgm", os_id)["__dcgm_packages"],
+        f"datacenter-gpu-manager-exporter{sep}4.8.1-1",
+    ]
+    held = "datacenter-gpu-manager-exporter" + (f"{sep}4.8.1-1" if os_id == "rhel96" else "")
+    assert held in got["__dcgm_hold"] and "datacenter-gpu-manager-exporter" in got["__dcgm_held_names"]
+
+
 def test_pins_without_epoch_where_the_vendor_has_none() -> None:
     assert render("nccl", "ubuntu2204", nccl_dev=True)["__nccl_packages"] == [
         "libnccl2=2.26.2-1+cuda12.8",
@@ -336,7 +349,8 @@ def test_the_rhel_install_is_preceded_by_releasing_the_old_locks(role: str) -> N
     assert release["ansible.builtin.import_role"] == {"name": "versionlock"}
     assert release["vars"]["versionlock_specs"] == f"{{{{ __{role}_hold }}}}"
     assert release["when"] == tasks[installs[0]]["when"]
-    rhel = render(role, "rhel96")
+    # dcgm with its exporter: a package pinned at a version of its own.
+    rhel = render(role, "rhel96", **({"dcgm_exporter": True} if role == "dcgm" else {}))
     names = Templar(loader=DataLoader(), variables=_trust(rhel)).template(
         trust_as_template(release["vars"]["versionlock_names"])
     )
@@ -390,6 +404,12 @@ def _assert_passes(role: str, task_name: str, os_id: str, **options: Any) -> boo
         ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {}, True),
         ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_version": "4.5.2-1"}, False),
         ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_major": 3, "dcgm_version": "1:3.3.6"}, True),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_exporter_version": "1:4.8.1-1"}, False),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "rhel96", {"dcgm_exporter_version": "4.8.1"}, False),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_exporter_port": 0}, False),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_major": 3, "dcgm_version": "1:3.3.6", "dcgm_exporter": True}, False),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_exporter": True, "dcgm_exporter_port": 9500}, True),
+        ("dcgm", "Check the version carries the vendor's epoch and matches the major release", "ubuntu2404", {"dcgm_exporter_port": 65536}, False),
         ("nvidia_driver", "Check the branch, the version and the platform have packages", "ubuntu2404", {}, True),
         ("nvidia_driver", "Check the branch, the version and the platform have packages", "ubuntu2404", {"nvidia_driver_branch": 570}, True),
         ("nvidia_driver", "Check the branch, the version and the platform have packages", "ubuntu2404", {"nvidia_driver_branch": "450", "nvidia_driver_version": "450.80.02"}, False),
