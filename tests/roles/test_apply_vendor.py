@@ -130,6 +130,7 @@ KERNEL = "6.1.0-99-amd64"
 INITRAMFS_TOOL = "/usr/local/sbin/update-initramfs"
 INITRAMFS_LOG = "/var/log/fleetforge-test-update-initramfs.log"
 AUTOBUILD = "/etc/beegfs/beegfs-client-autobuild.conf"
+HELPERD = "/etc/beegfs/beegfs-helperd.conf"
 STAND_INS = {
     "cuda_toolkit_verify": False,
     "nccl_verify": False,
@@ -176,12 +177,15 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
         f"mkdir -p /boot && touch /boot/initrd.img-{KERNEL} && printf '%s\\n' '#!/bin/sh' "
         f"'echo \"$*\" >> {INITRAMFS_LOG}' > {INITRAMFS_TOOL} && chmod 0755 {INITRAMFS_TOOL}",
     )
-    # What the real beegfs-client package ships and its installation creates (the placeholder
-    # carries neither): the autobuild configuration and the folder of its rebuild flag.
+    # What the real beegfs-client and beegfs-helperd packages ship and their installation creates
+    # (the placeholders carry none of it): the autobuild configuration, the folder of its rebuild
+    # flag, and the helper daemon's configuration with its packaged authentication lines
+    # (ThinkParQ/beegfs 7.4.5 helperd/build/dist/etc/beegfs-helperd.conf).
     hosts.ssh(
         hosts[0],
         "mkdir -p /var/lib/beegfs/client /etc/beegfs && "
-        f"printf '%s\\n' 'buildEnabled=true' 'buildArgs=-j8' > {AUTOBUILD}",
+        f"printf '%s\\n' 'buildEnabled=true' 'buildArgs=-j8' > {AUTOBUILD} && "
+        f"printf '%s\\n' 'logLevel           = 2' 'connAuthFile       =' 'connDisableAuthentication = false' > {HELPERD}",
     )
     tmp = tmp_path_factory.mktemp("vendor")
     with vendor_mirror.serve(root, _gateway(hosts), 80) as mirror:
@@ -386,6 +390,18 @@ def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) ->
     # Rebuilt although the roles ran with nvidia_driver_apply_runtime false: the image is what the
     # next boot reads, before the root file system's modprobe.d. Once: the blacklist changed once.
     assert applied.sh(f"cat {INITRAMFS_LOG}").splitlines() == ["-u -k all"]
+
+
+def test_the_beegfs_helper_daemon_reads_the_secret_the_client_does(applied: Applied) -> None:
+    # Without it the daemon refuses to start ("No connAuthFile configured"), and the client with it.
+    assert applied.sh(f"cat {HELPERD}").splitlines() == [
+        "logLevel           = 2",
+        "connAuthFile = /etc/beegfs/connauthfile",
+        "connDisableAuthentication = false",
+    ]
+    assert "connAuthFile                 = /etc/beegfs/connauthfile" in applied.sh(
+        "cat /etc/beegfs/beegfs-client.conf"
+    )
 
 
 def test_beside_doca_ofed_the_beegfs_module_is_rebuilt_against_its_headers(applied: Applied) -> None:
