@@ -154,6 +154,15 @@ def test_gpu_roles_are_guarded_by_gpu_facts_and_say_why_they_skip(role: str) -> 
     assert guarded and all("gpu_facts_nvidia_present" in str(t["when"]) for t in guarded)
 
 
+def test_gpu_facts_and_its_fail_closed_checks_run_whatever_tags_select() -> None:
+    """A run of one GPU role (--tags dcgm) guards on these facts and must not pass a node whose
+    GPU count falls short of the fleet's: every task of the facts concern runs under any tag."""
+    tasks = [(t, tags) for listed in _task_files(ROLES / "gpu_facts").values() for t, tags in listed]
+    narrow = [t.get("name") for t, tags in tasks if "gpu_facts:facts" in tags and "always" not in tags]
+    assert narrow == []
+    assert any(t.get("name") == "Check the GPU count the fleet expects" for t, _ in tasks)
+
+
 def test_every_role_readme_matches_its_argument_specs() -> None:
     assert role_readme.main(["--check"]) == 0
     for role in OWN_ROLES:
@@ -452,12 +461,38 @@ def foreign_fact_violations(roles: Path) -> list[str]:
     return found
 
 
+def refresh_violations(roles: Path) -> list[str]:
+    """An apt refresh keyed on its repository's change runs wherever adding the repository does: a
+    concern run alone would otherwise add a repository and install from package lists without it."""
+    found = []
+    for role in _role_dirs(roles):
+        tasks = [(task, tags) for listed in _task_files(role).values() for task, tags in listed]
+        registered = {
+            task["register"]: (task.get("name"), tags) for task, tags in tasks if "register" in task
+        }
+        for task, tags in tasks:
+            args = task.get("ansible.builtin.apt")
+            if not (isinstance(args, dict) and args.get("update_cache") is True and "name" not in args):
+                continue
+            for name in re.findall(r"\b(\w+) is changed", str(task.get("when", ""))):
+                if name not in registered:
+                    continue
+                producer, ptags = registered[name]
+                gap = _concerns(role.name, ptags) - _concerns(role.name, tags)
+                if gap:
+                    found.append(
+                        f"{role.name}: '{task.get('name')}' skips {sorted(gap)}, which runs '{producer}'"
+                    )
+    return found
+
+
 RULES = (
     os_fact_violations,
     os_vars_violations,
     tag_violations,
     cross_role_register_violations,
     foreign_fact_violations,
+    refresh_violations,
 )
 
 
@@ -514,6 +549,18 @@ def _probe_roles(tmp_path: Path) -> Path:
                 "ansible.builtin.import_tasks": "other.yml",
                 "tags": ["alpha", "alpha:service"],
             },
+            {
+                "name": "Add the repository",
+                "ansible.builtin.deb822_repository": {"name": "alpha"},
+                "register": "alpha_repo",
+                "tags": ["alpha", "alpha:packages", "alpha:repo"],
+            },
+            {
+                "name": "Refresh",
+                "ansible.builtin.apt": {"update_cache": True},
+                "when": "alpha_repo is changed",
+                "tags": ["alpha", "alpha:repo"],
+            },
         ],
     )
     write(
@@ -566,6 +613,9 @@ def test_the_house_rules_catch_a_role_that_breaks_them(tmp_path: Path) -> None:
     assert foreign_fact_violations(roles) == [
         "beta reads alpha_install: neither an option nor a fact of alpha",
         "beta reads alpha_other: neither an option nor a fact of alpha",
+    ]
+    assert refresh_violations(roles) == [
+        "alpha: 'Refresh' skips ['alpha:packages'], which runs 'Add the repository'"
     ]
 
 
