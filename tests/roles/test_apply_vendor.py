@@ -17,8 +17,9 @@ Stand-ins: every role runs with <role>_apply_runtime false (RUNTIME_OFF of test_
 hosts share this machine's kernel), which skips module loads, service starts and the runtime
 verifications. The placeholders ship the systemd units the roles enable (so enabling them at boot
 is real) but no programs or libraries, so cuda_toolkit_verify, nccl_verify and
-nvidia_container_toolkit_verify are false (nvcc, libnccl.so.2 and nvidia-ctk are absent) and so is
-nvidia_container_toolkit_cdi (nvidia-ctk cdi generate reads the GPUs through the real driver).
+nvidia_container_toolkit_verify are false (nvcc, libnccl.so.2 and nvidia-ctk are absent).
+nvidia_container_toolkit_cdi keeps its default: with the driver not loaded in the run, the role
+itself writes no CDI specification and says why (nvidia-ctk cdi generate reads the GPUs through it).
 
 Check mode only, in test_apply.py (h2), because the mirror carries no Debian 12 packages for them:
 lustre_client (the only Whamcloud apt repository the table could source is ubuntu2204's; none for
@@ -135,7 +136,6 @@ STAND_INS = {
     "cuda_toolkit_verify": False,
     "nccl_verify": False,
     "nvidia_container_toolkit_verify": False,
-    "nvidia_container_toolkit_cdi": False,
 }
 
 
@@ -390,6 +390,21 @@ def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) ->
     # Rebuilt although the roles ran with nvidia_driver_apply_runtime false: the image is what the
     # next boot reads, before the root file system's modprobe.d. Once: the blacklist changed once.
     assert applied.sh(f"cat {INITRAMFS_LOG}").splitlines() == ["-u -k all"]
+
+
+def test_without_a_loaded_driver_no_cdi_specification_is_generated_and_the_run_says_why(
+    applied: Applied,
+) -> None:
+    said = [
+        task["hosts"]["h0"].get("msg", "")
+        for play in applied.apply.doc["plays"]
+        for task in play["tasks"]
+        if task["task"]["name"] == "nvidia_container_toolkit : Say why the CDI specification is not generated"
+    ]
+    assert len(said) == 1 and "nvidia_driver_apply_runtime is false" in said[0], said
+    applied.hosts.ssh(
+        applied.hosts[0], "test ! -e /etc/cdi/nvidia.yaml && test ! -e /etc/cdi/.nvidia.yaml.generated"
+    )
 
 
 def test_the_beegfs_helper_daemon_reads_the_secret_the_client_does(applied: Applied) -> None:
