@@ -107,6 +107,8 @@ def test_site_applies_roles_by_group() -> None:
     assert plays["lustre_clients"] == ["lustre_client"]
     assert plays["beegfs_clients"] == ["beegfs_client"]
     assert plays["nvmeof_clients"] == ["nvmeof_initiator"]
+    # A restart a change notified must not wait on the rest of the play succeeding.
+    assert all(p.get("force_handlers") is True for p in _yaml(ROOT / "playbooks/site.yml"))
 
 
 @pytest.mark.parametrize("role", OWN_ROLES)
