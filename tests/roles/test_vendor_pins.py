@@ -391,10 +391,35 @@ def _assert_passes(role: str, task_name: str, os_id: str, **options: Any) -> boo
         "ansible_architecture": "x86_64",
         **options,
     }
-    templar = Templar(loader=DataLoader(), variables=_trust(values | render(role, os_id, **options)))
+    # The task's own vars over everything, as Ansible ranks them.
+    variables = values | render(role, os_id, **options) | task.get("vars", {})
+    templar = Templar(loader=DataLoader(), variables=_trust(variables))
     return all(
         templar.template(trust_as_template("{{ (" + str(c) + ") | bool }}"))
         for c in task["ansible.builtin.assert"]["that"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("networks", "nids", "ok"),
+    [
+        ("o2ib0(ib0)", ["10.0.0.5@o2ib"], True),  # lctl names network 0 without its number
+        ("o2ib(ib0,ib1),tcp1(eth1)", ["10.0.0.5@o2ib", "10.0.0.6@o2ib", "192.168.1.5@tcp1"], True),
+        ("tcp10(eth0)[0,1]", ["192.168.1.5@tcp10"], True),
+        ("o2ib0(ib1)", ["192.168.1.5@tcp"], False),  # changed, not reloaded: lnet runs the old network
+        ("o2ib0(ib0),tcp0(eth0)", ["10.0.0.5@o2ib"], False),
+        ("tcp10(eth0)", ["192.168.1.5@tcp1"], False),
+        ("o2ib0(ib0)", [], False),
+    ],
+)
+def test_the_lustre_verify_fails_while_lnet_runs_other_networks_than_configured(
+    networks: str, nids: list[str], ok: bool
+) -> None:
+    registered = {"lustre_client_lnet_nids": {"stdout_lines": nids}}
+    task = "Verify | LNet runs the networks the role configured"
+    assert (
+        _assert_passes("lustre_client", task, "debian12", lustre_client_lnet_networks=networks, **registered)
+        is ok
     )
 
 
@@ -420,6 +445,11 @@ def _assert_passes(role: str, task_name: str, os_id: str, **options: Any) -> boo
         ("lustre_client", "Check the platform and the file system coordinates", "rhel96", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib"], "lustre_client_fsname": "fs1"}, True),
         ("lustre_client", "Check the platform and the file system coordinates", "rhel96", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib"], "lustre_client_fsname": "fs1", "lustre_client_el_release": "9.4"}, False),
         ("lustre_client", "Check the platform and the file system coordinates", "rhel96", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib"], "lustre_client_fsname": "fs1", "lustre_client_el_release": "9.4", "lustre_client_kernel_modules": "dkms"}, True),
+        ("lustre_client", "Check the platform and the file system coordinates", "debian12", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib", "10.0.0.2@o2ib1,mgs2.example@tcp"], "lustre_client_fsname": "fs1", "lustre_client_lnet_networks": "o2ib0(ib0,ib1),tcp0(eth0.100)[0,1]"}, True),
+        ("lustre_client", "Check the platform and the file system coordinates", "debian12", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib /mnt/x lustre"], "lustre_client_fsname": "fs1"}, False),
+        ("lustre_client", "Check the platform and the file system coordinates", "debian12", {"lustre_client_mgs_nids": ["10.0.0.1"], "lustre_client_fsname": "fs1"}, False),
+        ("lustre_client", "Check the platform and the file system coordinates", "debian12", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib"], "lustre_client_fsname": "fs1", "lustre_client_lnet_networks": 'o2ib0(ib0)"\ninstall lnet /bin/sh -c "touch /PWNED"'}, False),
+        ("lustre_client", "Check the platform and the file system coordinates", "debian12", {"lustre_client_mgs_nids": ["10.0.0.1@o2ib"], "lustre_client_fsname": "fs1", "lustre_client_lnet_networks": "tcp0(eth0"}, False),
         ("doca_ofed", "Check DOCA has a repository for this host", "debian12", {"doca_ofed_source": "doca"}, False),
         ("doca_ofed", "Check DOCA has a repository for this host", "debian12", {"doca_ofed_source": "auto", "doca_ofed_use_doca": False}, True),
         ("nccl", "Check the release is pinned exactly", "ubuntu2404", {"nccl_version": "2.26.2-1+cuda12.8"}, False),
