@@ -392,12 +392,40 @@ def _assert_passes(role: str, task_name: str, os_id: str, **options: Any) -> boo
         **options,
     }
     # The task's own vars over everything, as Ansible ranks them.
-    variables = values | render(role, os_id, **options) | task.get("vars", {})
+    rendered = render(role, os_id, **options) if (ROLES / role / "vars").is_dir() else {}
+    variables = values | rendered | task.get("vars", {})
     templar = Templar(loader=DataLoader(), variables=_trust(variables))
     return all(
         templar.template(trust_as_template("{{ (" + str(c) + ") | bool }}"))
         for c in task["ansible.builtin.assert"]["that"]
     )
+
+
+@pytest.mark.parametrize(
+    ("target", "ok"),
+    [
+        ({"transport": "tcp", "address": "192.0.2.10"}, True),
+        (
+            {
+                "transport": "rdma",
+                "address": "fd00::a",
+                "port": 4420,
+                "nqn": "nqn.2014-08.org.example:scratch",
+            },
+            True,
+        ),
+        ({"transport": "tcp", "address": "nvme-target.example", "host_traddr": "192.0.2.1"}, True),
+        ({"transport": "tcp", "address": "192.0.2.10 --hostnqn=nqn.2014-08.org.evil:x"}, False),
+        ({"transport": "tcp", "address": "192.0.2.10", "host_traddr": "a=b"}, False),
+        ({"transport": "tcp", "address": "192.0.2.10", "port": 0}, False),
+        ({"transport": "tcp", "address": "192.0.2.10", "nqn": "scratch"}, False),
+        ({"transport": "tcp", "address": "192.0.2.10", "nqn": "nqn.2014-08.org.example:a b"}, False),
+    ],
+)
+def test_an_nvmeof_target_is_held_to_each_fields_grammar(target: dict[str, Any], ok: bool) -> None:
+    """Each field becomes an argument on a discovery.conf line, split at spaces and '='."""
+    task = "Check the targets are well formed"
+    assert _assert_passes("nvmeof_initiator", task, "debian12", item=target) is ok
 
 
 @pytest.mark.parametrize(
