@@ -488,6 +488,51 @@ def refresh_violations(roles: Path) -> list[str]:
     return found
 
 
+def _units(task: dict[str, Any]) -> str:
+    """The unit names a systemd_service task acts on, as text: its name, and its loop where it loops."""
+    return _words([task["ansible.builtin.systemd_service"].get("name"), task.get("loop")])
+
+
+def _conjuncts(when: Any) -> set[str]:
+    """A condition's parts joined by a top-level `and` (a list of conditions is one conjunction)."""
+    text = " and ".join(map(str, when)) if isinstance(when, list) else str(when or "")
+    text = " ".join(text.replace("| default({})", "").split())
+    parts, depth, start = set(), 0, 0
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text.startswith(" and ", i):
+            parts.add(text[start:i])
+            start = i + len(" and ")
+    return (parts | {text[start:]}) - {""}
+
+
+def start_guard_violations(roles: Path) -> list[str]:
+    """A unit is started or restarted only where it is enabled: in check mode on a new host the
+    package that ships it is not installed, and systemd_service fails on a unit it cannot find
+    even in check mode, so a start needs its enable task's guard."""
+    found = []
+    for role in _role_dirs(roles):
+        tasks = [
+            (task, sub)
+            for sub in ("tasks", "handlers")
+            if (role / sub).is_dir()
+            for listed in _task_files(role, sub).values()
+            for task, _ in listed
+            if isinstance(task.get("ansible.builtin.systemd_service"), dict)
+        ]
+        enables = [t for t, _ in tasks if "enabled" in t["ansible.builtin.systemd_service"]]
+        for task, sub in tasks:
+            if "state" not in task["ansible.builtin.systemd_service"]:
+                continue
+            units = _units(task)
+            for enable in enables:
+                shared = any(u in units for u in re.findall(r"[\w@-]+\.service", _units(enable)))
+                missing = _conjuncts(enable.get("when")) - _conjuncts(task.get("when"))
+                if shared and missing:
+                    found.append(f"{role.name}/{sub}: '{task.get('name')}' lacks {sorted(missing)}")
+    return found
+
+
 RULES = (
     os_fact_violations,
     os_vars_violations,
@@ -495,6 +540,7 @@ RULES = (
     cross_role_register_violations,
     foreign_fact_violations,
     refresh_violations,
+    start_guard_violations,
 )
 
 
@@ -563,6 +609,17 @@ def _probe_roles(tmp_path: Path) -> Path:
                 "when": "alpha_repo is changed",
                 "tags": ["alpha", "alpha:repo"],
             },
+            {
+                "name": "Enable",
+                "ansible.builtin.systemd_service": {"name": "alpha.service", "enabled": True},
+                "when": "not ansible_check_mode",
+                "tags": ["alpha", "alpha:service"],
+            },
+            {
+                "name": "Start",
+                "ansible.builtin.systemd_service": {"name": "alpha.service", "state": "started"},
+                "tags": ["alpha", "alpha:service"],
+            },
         ],
     )
     write(
@@ -616,6 +673,7 @@ def test_the_house_rules_catch_a_role_that_breaks_them(tmp_path: Path) -> None:
         "beta reads alpha_install: neither an option nor a fact of alpha",
         "beta reads alpha_other: neither an option nor a fact of alpha",
     ]
+    assert start_guard_violations(roles) == ["alpha/tasks: 'Start' lacks ['not ansible_check_mode']"]
     assert refresh_violations(roles) == [
         "alpha: 'Refresh' skips ['alpha:packages'], which runs 'Add the repository'"
     ]
