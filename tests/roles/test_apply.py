@@ -281,10 +281,7 @@ def test_apply_installs_and_configures_for_real(fleet: Fleet) -> None:
         assert ssh(h, "ls /etc/systemd/system/*.wants/nvmf-autoconnect.service").returncode == 0
         discovery = ssh(h, "cat /etc/nvme/discovery.conf").stdout
         assert "--transport=tcp --traddr=192.0.2.10 --trsvcid=4420" in discovery
-        assert (
-            "--transport=rdma --traddr=192.0.2.11 --trsvcid=4420 --ctrl-loss-tmo=600"
-            in discovery
-        )
+        assert "--transport=rdma --traddr=192.0.2.11 --trsvcid=4420 --ctrl-loss-tmo=600" in discovery
         # On a discovery.conf line --nqn names the discovery controller: a subsystem's is refused.
         assert "--nqn" not in discovery
         assert ssh(h, "cat /etc/modules-load.d/fleetforge-nvmeof.conf").stdout.split()[-3:] == [

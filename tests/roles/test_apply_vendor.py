@@ -363,27 +363,28 @@ def test_apply_enables_the_units_the_packages_ship(applied: Applied) -> None:
     assert set(UNITS) <= set(wants), wants
 
 
+def _drop_in_starts(applied: Applied, unit: str) -> list[str]:
+    """The ExecStart lines of the roles' drop-in for unit, a [Service] section."""
+    text = applied.sh(f"cat /etc/systemd/system/{unit}.d/fleetforge.conf")
+    assert "[Service]" in text.splitlines(), text
+    return [line for line in text.splitlines() if line.startswith("ExecStart=")]
+
+
 def test_the_persistence_daemon_starts_with_persistence_mode_on(applied: Applied) -> None:
     # The packaged unit (nvidia-compute-utils-<branch>) runs `nvidia-persistenced --user
     # nvidia-persistenced --no-persistence-mode --verbose`: the drop-in clears ExecStart, then
     # starts the daemon without that flag.
-    text = applied.sh("cat /etc/systemd/system/nvidia-persistenced.service.d/fleetforge.conf")
-    starts = [line for line in text.splitlines() if line.startswith("ExecStart=")]
-    assert starts == [
+    assert _drop_in_starts(applied, "nvidia-persistenced.service") == [
         "ExecStart=",
         "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose",
-    ], text
-    assert "[Service]" in text
+    ]
 
 
 def test_the_exporter_listens_on_the_port_it_was_given(applied: Applied) -> None:
-    text = applied.sh("cat /etc/systemd/system/nvidia-dcgm-exporter.service.d/fleetforge.conf")
-    starts = [line for line in text.splitlines() if line.startswith("ExecStart=")]
-    assert starts == [
+    assert _drop_in_starts(applied, "nvidia-dcgm-exporter.service") == [
         "ExecStart=",
         "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv --address :9500",
-    ], text
-    assert "[Service]" in text
+    ]
 
 
 def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) -> None:
