@@ -260,7 +260,7 @@ class AzureSettings(_Strict):
 
     key_url: str | None = Field(
         default=None,
-        description="Key Vault key (versioned identifier) that encrypts the Managed Lustre file system",
+        description="Key Vault key (versioned identifier) that encrypts the Managed Lustre file system and the checkpoint account",
     )
     key_vault_id: str | None = Field(default=None, description="Resource id of the vault holding key_url")
 

@@ -10,7 +10,7 @@ with nodes inside a domain.
 From the spec: `network.ib_domain_size` (default: the SKU's placement-group limit, so the
 domains are fleet.spec.azure_ib_domains'), `azure.resource_group` (None: the stack creates
 `<name>-rg`), `azure.ssh_public_key` (None: Pulumi config `fleetforge:sshPublicKey`),
-`azure.key_url` + `azure.key_vault_id` (None: Microsoft-managed keys for the file system).
+`azure.key_url` + `azure.key_vault_id` (None: Microsoft-managed keys for the file system and the checkpoint account).
 """
 
 from __future__ import annotations

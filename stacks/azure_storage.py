@@ -53,6 +53,15 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
     ckpt = args.checkpoints
     if ckpt is None:
         return None
+    # The fleet's Key Vault key encrypts the checkpoints too, through an identity of the account's own
+    # that may use it, granted before the account is made (Azure reads the key at creation).
+    key_user = (
+        _key_identity(
+            ctx, args.key_vault_id, "ckpt", "the checkpoint account wraps its keys with the fleet's key"
+        )
+        if args.key_url and args.key_vault_id
+        else None
+    )
     account = storage.StorageAccount(
         ctx.name("ckpt"),
         storage.StorageAccountArgs(
@@ -68,9 +77,17 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
             allow_shared_key_access=False,
             default_to_o_auth_authentication=True,
             allow_cross_tenant_replication=False,
+            identity=(
+                storage.IdentityArgs(
+                    type=storage.IdentityType.USER_ASSIGNED, user_assigned_identities=[key_user[0].id]
+                )
+                if key_user is not None
+                else None
+            ),
+            encryption=_account_encryption(args.key_url, key_user[0]) if key_user and args.key_url else None,
             tags=ctx.tags("checkpoints"),
         ),
-        ctx.opts(),
+        ctx.opts(depends_on=[key_user[1]] if key_user is not None else None),
     )
     soft_delete = storage.DeleteRetentionPolicyArgs(enabled=True, days=max(1, ckpt.noncurrent_retention_days))
     storage.BlobServiceProperties(
@@ -161,27 +178,43 @@ def _role(ctx: Context, role: str) -> pulumi.Output[str]:
     )
 
 
-def _key_identity(ctx: Context, vault_id: str) -> managedidentity.UserAssignedIdentity:
+def _key_identity(
+    ctx: Context, vault_id: str, user: str, why: str
+) -> tuple[managedidentity.UserAssignedIdentity, authorization.RoleAssignment]:
+    """An identity for one resource (user: amlfs, ckpt) allowed to wrap keys with the vault's keys."""
     who = managedidentity.UserAssignedIdentity(
-        ctx.name("amlfs-id"),
+        ctx.name(f"{user}-id"),
         opts=ctx.opts(),
         resource_group_name=ctx.resource_group,
         location=ctx.args.location,
-        resource_name_=f"{ctx.args.name}-amlfs",
+        resource_name_=f"{ctx.args.name}-{user}",
         tags=ctx.tags("identity"),
     )
-    authorization.RoleAssignment(
-        ctx.name("amlfs-key"),
+    grant = authorization.RoleAssignment(
+        ctx.name(f"{user}-key"),
         authorization.RoleAssignmentArgs(
             principal_id=who.principal_id,
             principal_type="ServicePrincipal",
             role_definition_id=_role(ctx, KEY_VAULT_ENCRYPTION_USER),
             scope=vault_id,
-            description=f"fleetforge {ctx.args.name}: the file system wraps its keys with the fleet's key",
+            description=f"fleetforge {ctx.args.name}: {why}",
         ),
         ctx.opts(),
     )
-    return who
+    return who, grant
+
+
+def _account_encryption(key_url: str, who: managedidentity.UserAssignedIdentity) -> storage.EncryptionArgs:
+    """Customer-managed keys for a storage account from a versioned key identifier
+    (https://<vault>.vault.azure.net/keys/<name>/<version>, held to that grammar by the spec)."""
+    _, _, host, _, name, version = key_url.split("/")
+    return storage.EncryptionArgs(
+        key_source=storage.KeySource.MICROSOFT_KEYVAULT,
+        key_vault_properties=storage.KeyVaultPropertiesArgs(
+            key_vault_uri=f"https://{host}/", key_name=name, key_version=version
+        ),
+        encryption_identity=storage.EncryptionIdentityArgs(encryption_user_assigned_identity=who.id),
+    )
 
 
 def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFilesystem | None:
@@ -189,7 +222,13 @@ def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFi
     fs = args.filesystem
     if fs is None:
         return None
-    key_user = _key_identity(ctx, args.key_vault_id) if args.key_url and args.key_vault_id else None
+    key_user = (
+        _key_identity(ctx, args.key_vault_id, "amlfs", "the file system wraps its keys with the fleet's key")[
+            0
+        ]
+        if args.key_url and args.key_vault_id
+        else None
+    )
     return storagecache.AmlFilesystem(
         ctx.name("amlfs"),
         storagecache.AmlFilesystemArgs(

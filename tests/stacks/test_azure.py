@@ -339,8 +339,42 @@ def test_a_key_vault_key_encrypts_amlfs_through_its_own_identity_and_grant() -> 
     }
     (fs_identity,) = [r for r in recorded if r.type == IDENTITY and r.name.endswith("amlfs-id")]
     assert fs.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [fs_identity.id]}
-    (grant,) = [r for r in recorded if r.type == ROLE and r.inputs["scope"] == vault]
-    assert grant.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{KEY_VAULT_ENCRYPTION_USER}")
+    grants = [r for r in recorded if r.type == ROLE and r.inputs["scope"] == vault]
+    assert len(grants) == 2  # the file system's identity and the checkpoint account's, nothing else
+    assert all(
+        g.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{KEY_VAULT_ENCRYPTION_USER}") for g in grants
+    )
+
+
+def test_a_key_vault_key_encrypts_the_checkpoint_account_through_its_own_identity() -> None:
+    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
+    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    doc = azure_doc(storage__checkpoints={"bucket": "ndh100ckpt", "retention_days": 30})
+    args = dataclasses.replace(
+        AzureFleetArgs.from_spec(spec_from_mapping(doc)), key_url=key, key_vault_id=vault
+    )
+    recorded, outputs = _fleet_records(args)
+    (account,) = [r for r in recorded if r.type == ACCOUNT]
+    (who,) = [r for r in recorded if r.type == IDENTITY and r.name.endswith("ckpt-id")]
+    assert account.inputs["identity"] == {"type": "UserAssigned", "userAssignedIdentities": [who.id]}
+    assert account.inputs["encryption"] == {
+        "keySource": "Microsoft.Keyvault",
+        "keyVaultProperties": {
+            "keyVaultUri": "https://fleetkeys.vault.azure.net/",
+            "keyName": "amlfs",
+            "keyVersion": "0123456789abcdef0123456789abcdef",
+        },
+        "encryptionIdentity": {"encryptionUserAssignedIdentity": who.id},
+    }
+    (grant,) = [r for r in recorded if r.type == ROLE and r.name.endswith("ckpt-key")]
+    assert grant.inputs["scope"] == vault and "checkpoint account" in grant.inputs["description"]
+    # What the outputs say encrypts the checkpoints is what does.
+    assert outputs["checkpoints"]["kms_key"] == key
+    # Without a key: Microsoft-managed keys, and the outputs name none.
+    recorded, outputs = _fleet_records(AzureFleetArgs.from_spec(spec_from_mapping(doc)))
+    (account,) = [r for r in recorded if r.type == ACCOUNT]
+    assert "encryption" not in account.inputs and "identity" not in account.inputs
+    assert outputs["checkpoints"]["kms_key"] is None
 
 
 def test_the_specs_key_vault_key_reaches_the_file_system() -> None:
