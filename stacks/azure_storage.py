@@ -10,8 +10,12 @@
   versioning, soft delete of blobs and containers for the noncurrent retention, and a lifecycle
   rule that deletes checkpoints after `retention_days` and old versions after
   `noncurrent_retention_days`.
-- The nodes' identity gets Storage Blob Data Contributor on the checkpoint container only: jobs
-  read and write checkpoints there, and nothing else in the subscription.
+- With the Key Vault key, the checkpoint account is encrypted with it too, through an identity of
+  its own holding the same single role on the vault.
+- The nodes' identity gets a role of the fleet's own on the checkpoint container only: read, write
+  and add blobs, and no delete of a blob or a version. With versioning on, an overwrite keeps the
+  old version, so a compromised node cannot destroy a checkpoint (as on AWS, PutObject without
+  DeleteObject, and GCP, objectCreator). Storage Blob Data Contributor would allow the deletes.
 """
 
 from __future__ import annotations
@@ -28,8 +32,14 @@ CHECKPOINT_CONTAINER = "checkpoints"
 AMLFS_FSNAME = "lustrefs"  # AMLFS's file system name is always lustrefs
 MAINTENANCE_DAY = storagecache.MaintenanceDayOfWeekType.SUNDAY
 MAINTENANCE_TIME_UTC = "03:00"
-# Azure built-in role: Storage Blob Data Contributor (read, write, delete blobs; no account keys).
-BLOB_DATA_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+# What the nodes may do in the checkpoint container: Storage Blob Data Contributor's actions without
+# its deletes (blobs/delete, deleteBlobVersion/action) and tag or immutability changes.
+CHECKPOINT_ACTIONS = ["Microsoft.Storage/storageAccounts/blobServices/containers/read"]
+CHECKPOINT_DATA_ACTIONS = [
+    "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/write",
+    "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action",
+]
 # Azure built-in role: Key Vault Crypto Service Encryption User (read a key, wrap and unwrap with it).
 KEY_VAULT_ENCRYPTION_USER = "e147488a-f6f5-4113-8e2d-b22465e65bf6"
 
@@ -153,10 +163,26 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
 def grant_checkpoints(
     ctx: Context, ckpt: Checkpoints, who: managedidentity.UserAssignedIdentity
 ) -> authorization.RoleAssignment:
-    role = ctx.subscription_id.apply(
-        lambda sub: (
-            f"/subscriptions/{sub}/providers/Microsoft.Authorization/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}"
-        )
+    # A custom role's assignable scope is a resource group at the narrowest; it is assigned on the
+    # container alone. Role names are unique in the tenant: the group's name is in it.
+    group = pulumi.Output.concat(
+        "/subscriptions/", ctx.subscription_id, "/resourceGroups/", ctx.resource_group
+    )
+    writer = authorization.RoleDefinition(
+        ctx.name("ckpt-writer"),
+        authorization.RoleDefinitionArgs(
+            scope=group,
+            role_name=pulumi.Output.concat(
+                "fleetforge checkpoint writer ", ctx.args.name, " (", ctx.resource_group, ")"
+            ),
+            description=f"fleetforge {ctx.args.name}: read, write and add checkpoint blobs, never delete them",
+            role_type="CustomRole",
+            permissions=[
+                authorization.PermissionArgs(actions=CHECKPOINT_ACTIONS, data_actions=CHECKPOINT_DATA_ACTIONS)
+            ],
+            assignable_scopes=[group],
+        ),
+        ctx.opts(),
     )
     scope = pulumi.Output.concat(ckpt.account.id, "/blobServices/default/containers/", CHECKPOINT_CONTAINER)
     return authorization.RoleAssignment(
@@ -164,7 +190,7 @@ def grant_checkpoints(
         authorization.RoleAssignmentArgs(
             principal_id=who.principal_id,
             principal_type="ServicePrincipal",
-            role_definition_id=role,
+            role_definition_id=writer.id,
             scope=scope,
             description=f"fleetforge {ctx.args.name}: nodes read and write their checkpoints",
         ),

@@ -446,6 +446,8 @@ def _azure_id(typ: str, name: str, inputs: Mapping[str, Any]) -> str:
         return f"{sub}/resourceGroups/{name}"
     if typ == "azure-native:authorization:RoleAssignment":
         return f"{inputs.get('scope', sub)}/providers/Microsoft.Authorization/roleAssignments/{_uuid(name)}"
+    if typ == "azure-native:authorization:RoleDefinition":
+        return f"{inputs.get('scope', sub)}/providers/Microsoft.Authorization/roleDefinitions/{_uuid(name)}"
     rg = f"{sub}/resourceGroups/{inputs.get('resourceGroupName', 'rg')}"
     if typ == "azure-native:network:Subnet":
         return f"{rg}/providers/Microsoft.Network/virtualNetworks/{inputs.get('virtualNetworkName')}/subnets/{name}"

@@ -126,6 +126,7 @@ ACCOUNT = "azure-native:storage:StorageAccount"
 BLOB_SERVICE = "azure-native:storage:BlobServiceProperties"
 LIFECYCLE = "azure-native:storage:ManagementPolicy"
 ROLE = "azure-native:authorization:RoleAssignment"
+ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
 IDENTITY = "azure-native:managedidentity:UserAssignedIdentity"
 
 

@@ -16,7 +16,7 @@ from stacks import azure_compute
 from stacks.ansible_inventory import from_stack_outputs
 from stacks.azure import AzureFleet
 from stacks.azure_context import AzureFleetArgs, ib_domains
-from stacks.azure_storage import BLOB_DATA_CONTRIBUTOR, KEY_VAULT_ENCRYPTION_USER
+from stacks.azure_storage import KEY_VAULT_ENCRYPTION_USER
 from stacks.mocks import MOCK_SUBSCRIPTION, FleetMocks, Recorded, run
 from stacks.prerequisites import spec_problems
 from tests.conftest import EXAMPLES
@@ -33,6 +33,7 @@ from tests.stacks.plans import (
     PPG,
     PUBLIC_IP,
     ROLE,
+    ROLE_DEFINITION,
     VMSS,
     azure_doc,
     of_type,
@@ -90,8 +91,19 @@ def test_the_nodes_identity_is_the_only_one_and_reaches_only_the_checkpoint_cont
     (grant,) = of_type(plan, ROLE)
     account = one(plan, ACCOUNT)
     assert grant.inputs["scope"] == f"{account.id}/blobServices/default/containers/checkpoints"
-    assert grant.inputs["roleDefinitionId"].endswith(f"/roleDefinitions/{BLOB_DATA_CONTRIBUTOR}")
-    assert grant.inputs["roleDefinitionId"].startswith(f"/subscriptions/{MOCK_SUBSCRIPTION}/")
+    # A role of the fleet's own: read, write and add checkpoint blobs, and no delete of a blob or a
+    # version (Storage Blob Data Contributor has blobs/delete), as on AWS and GCP.
+    writer = one(plan, ROLE_DEFINITION)
+    assert grant.inputs["roleDefinitionId"] == writer.id
+    group = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/{account.inputs['resourceGroupName']}"
+    assert writer.inputs["scope"] == group and writer.inputs["assignableScopes"] == [group]
+    assert writer.inputs["roleType"] == "CustomRole"
+    (permission,) = writer.inputs["permissions"]
+    blobs = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+    assert permission == {
+        "actions": ["Microsoft.Storage/storageAccounts/blobServices/containers/read"],
+        "dataActions": [f"{blobs}/read", f"{blobs}/write", f"{blobs}/add/action"],
+    }
 
 
 def test_spot_and_reservation_reach_the_scale_set() -> None:
