@@ -65,12 +65,12 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
         return None
     # The fleet's Key Vault key encrypts the checkpoints too, through an identity of the account's own
     # that may use it, granted before the account is made (Azure reads the key at creation).
-    key_user = (
+    key_user, key_grant = (
         _key_identity(
             ctx, args.key_vault_id, "ckpt", "the checkpoint account wraps its keys with the fleet's key"
         )
         if args.key_url and args.key_vault_id
-        else None
+        else (None, None)
     )
     account = storage.StorageAccount(
         ctx.name("ckpt"),
@@ -89,15 +89,17 @@ def checkpoints(ctx: Context) -> Checkpoints | None:
             allow_cross_tenant_replication=False,
             identity=(
                 storage.IdentityArgs(
-                    type=storage.IdentityType.USER_ASSIGNED, user_assigned_identities=[key_user[0].id]
+                    type=storage.IdentityType.USER_ASSIGNED, user_assigned_identities=[key_user.id]
                 )
                 if key_user is not None
                 else None
             ),
-            encryption=_account_encryption(args.key_url, key_user[0]) if key_user and args.key_url else None,
+            encryption=_account_encryption(args.key_url, key_user)
+            if key_user is not None and args.key_url
+            else None,
             tags=ctx.tags("checkpoints"),
         ),
-        ctx.opts(depends_on=[key_user[1]] if key_user is not None else None),
+        ctx.opts(depends_on=[key_grant] if key_grant is not None else None),
     )
     soft_delete = storage.DeleteRetentionPolicyArgs(enabled=True, days=max(1, ckpt.noncurrent_retention_days))
     storage.BlobServiceProperties(
@@ -248,12 +250,10 @@ def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFi
     fs = args.filesystem
     if fs is None:
         return None
-    key_user = (
-        _key_identity(ctx, args.key_vault_id, "amlfs", "the file system wraps its keys with the fleet's key")[
-            0
-        ]
+    key_user, _ = (
+        _key_identity(ctx, args.key_vault_id, "amlfs", "the file system wraps its keys with the fleet's key")
         if args.key_url and args.key_vault_id
-        else None
+        else (None, None)
     )
     return storagecache.AmlFilesystem(
         ctx.name("amlfs"),
