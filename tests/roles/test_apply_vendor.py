@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -251,36 +253,31 @@ def applied_nccl(hosts: TestHosts) -> str:
     return hosts.ssh(hosts[0], "dpkg-query -W -f '${Version} ${db:Status-Abbrev}' libnccl2").stdout.strip()
 
 
+def _on_h0(run: Run) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(task name, h0's result) of every task of the run, in order; {} where h0 has none."""
+    for play in run.doc["plays"]:
+        for task in play["tasks"]:
+            yield task["task"]["name"], task["hosts"].get("h0", {})
+
+
 def _why(run: Run) -> dict[str, str]:
     """role -> what its 'Say why packages are not resolved in check mode' task said on h0."""
     out: dict[str, str] = {}
-    for play in run.doc["plays"]:
-        for task in play["tasks"]:
-            role, _, name = task["task"]["name"].rpartition(" : ")
-            res = task["hosts"].get("h0", {})
-            if name == "Say why packages are not resolved in check mode" and "msg" in res:
-                out[role] = res["msg"]
+    for task_name, res in _on_h0(run):
+        role, _, name = task_name.rpartition(" : ")
+        if name == "Say why packages are not resolved in check mode" and "msg" in res:
+            out[role] = res["msg"]
     return out
 
 
-def _failures(run: Run) -> list[tuple[str, dict[str, object]]]:
+def _failures(run: Run) -> list[tuple[str, dict[str, Any]]]:
     """(task name, result) of every task that failed on h0."""
-    return [
-        (task["task"]["name"], task["hosts"]["h0"])
-        for play in run.doc["plays"]
-        for task in play["tasks"]
-        if task["hosts"].get("h0", {}).get("failed")
-    ]
+    return [(name, res) for name, res in _on_h0(run) if res.get("failed")]
 
 
 def _changed(run: Run) -> list[str]:
     """The names of the tasks that changed h0."""
-    return [
-        task["task"]["name"]
-        for play in run.doc["plays"]
-        for task in play["tasks"]
-        if task["hosts"].get("h0", {}).get("changed")
-    ]
+    return [name for name, res in _on_h0(run) if res.get("changed")]
 
 
 def _ok(run: Run) -> str:
@@ -397,10 +394,9 @@ def test_without_a_loaded_driver_no_cdi_specification_is_generated_and_the_run_s
     applied: Applied,
 ) -> None:
     said = [
-        task["hosts"]["h0"].get("msg", "")
-        for play in applied.apply.doc["plays"]
-        for task in play["tasks"]
-        if task["task"]["name"] == "nvidia_container_toolkit : Say why the CDI specification is not generated"
+        res.get("msg", "")
+        for name, res in _on_h0(applied.apply)
+        if name == "nvidia_container_toolkit : Say why the CDI specification is not generated"
     ]
     assert len(said) == 1 and "nvidia_driver_apply_runtime is false" in said[0], said
     applied.hosts.ssh(
