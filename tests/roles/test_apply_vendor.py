@@ -3,7 +3,8 @@
 tests/roles/vendor_mirror.py serves the vendors' repositories (their URL paths, layouts, signatures,
 package names, versions and epochs, as placeholders) on the test hosts' bridge address, port 80,
 and nowhere else; the roles get the mirror's base and key URLs through Mirror.role_vars(). One
-Debian 12 host (the pool's h0) declares 8 GPUs and 4 NVSwitches through gpu_facts_override and is
+Debian 12 host (the pool's h0) declares 8 GPUs and the 4 NVLink 5 switch-management ports of an
+HGX B200 through gpu_facts_override (so Fabric Manager comes with the NVLink subnet manager) and is
 in gpu_nodes and beegfs_clients, so playbooks/site.yml runs with their real apt tasks:
 nvidia_driver, nvidia_fabricmanager, cuda_toolkit, nvidia_container_toolkit, nccl, dcgm and
 beegfs_client. node_tuning is skipped (--skip-tags; test_apply.py applies it). A wrong name, pin,
@@ -67,6 +68,7 @@ EXPECTED = {
     "nvidia-compute-utils-570": "570.133.20-0ubuntu1",
     "nvidia-fabricmanager-570": "570.133.20-1",
     "libnvidia-nscq-570": "570.133.20-1",
+    "nvlsm": "2025.10.11-1",
     "cuda-toolkit-12-8": "12.8.1-1",
     "nvidia-container-toolkit": "1.17.5-1",
     "nvidia-container-toolkit-base": "1.17.5-1",
@@ -171,7 +173,13 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
     hosts = host_pool.fresh(1)
     # The hosts cannot reach deb.debian.org, and an apt update with an unreachable source fails
     # (the roles refresh apt after adding a repository); a real node reaches its distribution.
-    hosts.ssh(hosts[0], "mv /etc/apt/sources.list /etc/apt/sources.list.unreachable")
+    # What the roles take from the distribution comes from the root's cached packages first, while
+    # its package lists still name them: infiniband-diags, beside nvlsm on an NVLink 5 host.
+    hosts.ssh(
+        hosts[0],
+        "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-download infiniband-diags >/dev/null && "
+        "mv /etc/apt/sources.list /etc/apt/sources.list.unreachable",
+    )
     # The host boots from an initramfs (a kernel's image in /boot), and update-initramfs, which
     # would build one from the shared kernel's modules, is a stand-in that records how it was run.
     hosts.ssh(
@@ -195,7 +203,9 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
             **RUNTIME_OFF,
             **STAND_INS,
             **mirror.role_vars(),
-            "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+            # An HGX B200: NVLink 5 switch-management ports, not PCI NVSwitches, as the SKU expects.
+            "gpu_facts_override": {"nvidia_gpus": 8, "nvlink5_switch_ports": 4},
+            "gpu_facts_expected_nvswitch_fabric": "nvlink5",
             "dcgm_exporter": True,
             "dcgm_exporter_port": 9500,
             "beegfs_client_mgmtd_host": "mgmt.example",
@@ -293,7 +303,7 @@ def test_check_mode_on_the_fresh_host_names_every_pin_and_writes_nothing(applied
     why = _why(run)
     assert "nvidia-driver-570-open=570.133.20-*" in why["nvidia_driver"]
     assert (
-        "nvidia-fabricmanager-570=570.133.20-*, libnvidia-nscq-570=570.133.20-*"
+        "nvidia-fabricmanager-570=570.133.20-*, libnvidia-nscq-570=570.133.20-*, nvlsm, infiniband-diags"
         in why["nvidia_fabricmanager"]
     )
     assert "cuda-toolkit-12-8=12.8.1-*" in why["cuda_toolkit"]
@@ -382,6 +392,18 @@ def test_the_exporter_listens_on_the_port_it_was_given(applied: Applied) -> None
         "ExecStart=",
         "ExecStart=/usr/bin/dcgm-exporter -f /etc/dcgm-exporter/default-counters.csv --address :9500",
     ]
+
+
+def test_an_nvlink5_host_loads_the_subnet_managers_modules_at_boot(applied: Applied) -> None:
+    assert applied.sh("cat /etc/modules-load.d/fleetforge-nvlink5.conf").split() == ["mlx5_ib", "ib_umad"]
+    # The kernel checks and loads are runtime work: with apply_runtime false (this host shares this
+    # machine's kernel, as an image build runs on another) they skip.
+    tasks = dict(_on_h0(applied.apply))
+    for name in (
+        "Check the kernel has the NVLink 5 management modules",
+        "Load the NVLink 5 management modules",
+    ):
+        assert tasks[f"nvidia_fabricmanager : {name}"].get("skipped") is True, name
 
 
 def test_the_nouveau_blacklist_reaches_every_initramfs_once(applied: Applied) -> None:

@@ -68,6 +68,8 @@ def render(role: str, os_id: str, arch: str = "x86_64", **options: Any) -> dict[
         "ansible_os_family": family,
         "ansible_architecture": arch,
         "ansible_kernel": "5.15.0-88-generic" if family == "Debian" else "5.14.0-570.12.1.el9_6.x86_64",
+        # As gpu_facts (nvidia_driver's dependency) sets it on an HGX H100.
+        "gpu_facts_nvswitch_fabric": "nvswitch",
         **options,
     }
     internal = yaml.safe_load(_vars_file(role, distribution, family).read_text())
@@ -174,9 +176,15 @@ def test_fabric_manager_names_follow_the_branch_at_the_drivers_version(
     os_id: str, branch: str, packages: list[str]
 ) -> None:
     version = {"570": "570.133.20", "575": "575.51", "580": "580.65.06", "590": "590.44.01"}[branch]
-    got = render("nvidia_fabricmanager", os_id, nvidia_driver_branch=branch, nvidia_driver_version=version)
+    pins = {"nvidia_driver_branch": branch, "nvidia_driver_version": version}
+    got = render("nvidia_fabricmanager", os_id, **pins)
     assert got["__nvidia_fabricmanager_packages"] == packages
-    assert got["__nvidia_fabricmanager_nvlink5_packages"] == ["nvlsm", "infiniband-diags"]
+    assert got["__nvidia_fabricmanager_companions"] == []
+    # An NVLink 5 host (HGX B200) adds the subnet manager, unversioned: its versions are dates.
+    nvlink5 = render("nvidia_fabricmanager", os_id, gpu_facts_nvswitch_fabric="nvlink5", **pins)
+    assert nvlink5["__nvidia_fabricmanager_packages"] == packages
+    assert nvlink5["__nvidia_fabricmanager_companions"] == ["nvlsm", "infiniband-diags"]
+    assert nvlink5["__nvidia_fabricmanager_nvlink5_modules"] == ["mlx5_ib", "ib_umad"]
 
 
 # ------------------------------------------------------------------ epochs in pins
