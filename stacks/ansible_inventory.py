@@ -3,7 +3,9 @@
 The groups are what site.yml applies roles by, and they follow from the SKU and the spec:
 
   gpu_nodes        the SKU's accelerators are NVIDIA GPUs; gpu_facts must then see exactly
-                   accelerators_per_node of them (gpu_facts_expected_nvidia_gpus)
+                   accelerators_per_node of them (gpu_facts_expected_nvidia_gpus), and the NVSwitches
+                   the SKU has, as PCI functions or NVLink 5 management ports
+                   (gpu_facts_expected_nvswitch_fabric), which decide how Fabric Manager is set up
   ib_nodes         the fabric is InfiniBand or RoCE (GPUDirect RDMA); doca_ofed must see the SKU's HCAs
   lustre_clients   the spec's file system is Lustre (on-prem) or a managed Lustre (FSx, Managed, AMLFS)
   beegfs_clients   the spec's file system is BeeGFS
@@ -456,6 +458,8 @@ def group_vars_for(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dic
         "gpu_facts_expected_nvidia_gpus": sku.accelerators_per_node,
         **nccl_vars(sku),
     }
+    if sku.accelerator.vendor == "nvidia":
+        gpu["gpu_facts_expected_nvswitch_fabric"] = sku.nvswitch_fabric
     ib: dict[str, Any] = {"doca_ofed_expected_hcas": fabric.nics}
     store = {k: v for k, v in (storage or {}).items() if k != "kind"}
     return {

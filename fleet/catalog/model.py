@@ -21,6 +21,11 @@ AttachLayout = Literal[
     "torus-3d",
     "host-only",
 ]
+# How a node reaches its NVSwitches: none; as PCI functions (NVLink 4 and earlier); or through
+# NVLink 5 switch-management ports, where Fabric Manager also needs the NVLink subnet manager (Fabric
+# Manager user guide, "Systems Using Fourth Generation NVSwitches": HGX B200 and later).
+NvswitchFabric = Literal["none", "nvswitch", "nvlink5"]
+NVLINK5_GENERATIONS = frozenset({"blackwell"})
 PlacementStrategy = Literal[
     "cluster-placement-group",
     "compact-placement-policy",
@@ -185,6 +190,12 @@ class Sku(BaseModel):
     @property
     def is_tpu(self) -> bool:
         return self.accelerator.kind == "tpu"
+
+    @property
+    def nvswitch_fabric(self) -> NvswitchFabric:
+        if not self.nvswitch:
+            return "none"
+        return "nvlink5" if self.accelerator.generation in NVLINK5_GENERATIONS else "nvswitch"
 
     def summary(self) -> dict[str, object]:
         """The flat record `fleetforge catalog --json` prints for this SKU."""

@@ -94,6 +94,19 @@ def test_gpu_skus_have_gemm_and_memory_references(sku: Sku) -> None:
     assert sku.nvswitch, "every 8-GPU SXM SKU here is an NVSwitch system (fabric manager required)"
 
 
+def test_blackwell_boards_reach_their_nvswitches_through_nvlink5_management_ports() -> None:
+    """HGX B200's fourth-generation NVSwitches are no PCI functions of the host: Fabric Manager
+    needs the NVLink subnet manager there (Fabric Manager user guide, fourth-generation NVSwitch)."""
+    fabric = {s.sku: s.nvswitch_fabric for s in SKUS}
+    assert {s for s, f in fabric.items() if f == "nvlink5"} == {
+        "p6-b200.48xlarge",
+        "a4-highgpu-8g",
+        "hgx-b200-8",
+    }
+    assert fabric["p5.48xlarge"] == fabric["hgx-h100-8"] == fabric["Standard_ND96isr_H200_v5"] == "nvswitch"
+    assert fabric["tpu-v5p"] == fabric["cpu"] == "none"
+
+
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_matches_published_tables(name: str) -> None:
     sku = get_sku(name)

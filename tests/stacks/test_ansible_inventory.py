@@ -89,6 +89,7 @@ def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
     hv = inv["_meta"]["hostvars"]["gpu03"]
     assert hv["ansible_host"] == "10.1.0.13"
     assert hv["gpu_facts_expected_nvidia_gpus"] == 8  # the SKU's GPUs per node
+    assert hv["gpu_facts_expected_nvswitch_fabric"] == "nvswitch"  # HGX H100: NVSwitches on PCI
     assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
     assert hv["nccl_fabric"] == "infiniband"
     ib = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_QPS_PER_CONNECTION": "4"}
@@ -184,6 +185,7 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
         "nvmeof_clients": "false",
     }
     assert doc["compose"]["gpu_facts_expected_nvidia_gpus"] == "8"
+    assert doc["compose"]["gpu_facts_expected_nvswitch_fabric"] == "'nvswitch'"
     assert doc["compose"]["nccl_fabric"] == "'efa'"
     efa = "{'FI_PROVIDER': 'efa', 'FI_EFA_USE_DEVICE_RDMA': '1', 'NCCL_NET_GDR_LEVEL': '2'}"
     assert doc["compose"]["burnin_fabric_environment"] == efa and doc["compose"]["nccl_environment"] == efa
@@ -966,6 +968,20 @@ def test_the_skus_fabric_environment_reaches_nccl_and_the_burn_in(name: str) -> 
     assert "LD_LIBRARY_PATH" not in gpu["nccl_environment"]
     assert gpu["nccl_environment"].items() <= gpu["burnin_fabric_environment"].items()
     assert not [k for k in gpu["burnin_fabric_environment"] if NODE_SPECIFIC.search(k)]
+
+
+def test_gpu_nodes_expect_the_nvswitch_fabric_of_their_sku() -> None:
+    """Fabric Manager follows what gpu_facts finds; the SKU says what it must find, so a B200 whose
+    switch-management ports do not show fails rather than running without Fabric Manager."""
+    from fleet.catalog import get_sku
+    from stacks.ansible_inventory import group_vars_for
+
+    def expected(name: str) -> object:
+        return group_vars_for(get_sku(name), None)["gpu_nodes"].get("gpu_facts_expected_nvswitch_fabric")
+
+    assert expected("p6-b200.48xlarge") == expected("a4-highgpu-8g") == expected("hgx-b200-8") == "nvlink5"
+    assert expected("p5en.48xlarge") == expected("a3-megagpu-8g") == expected("hgx-h200-8") == "nvswitch"
+    assert expected("tpu-v5p") is None and expected("cpu") is None  # no NVIDIA GPU: nothing to expect
 
 
 def test_tcpx_and_tcpxo_no_longer_fall_back_to_plain_tcp() -> None:
