@@ -36,6 +36,11 @@ SUBNET_HEADROOM = 64  # rolling replacements run a node twice for a while
 # Google's documented IAP TCP-forwarding source range: SSH through IAP when the spec names none.
 IAP_RANGE = ipaddress.IPv4Network("35.235.240.0/20")
 TPU_HOST_NICS = 1
+# Managed Lustre takes an instance's addresses from the private-services range, which must hold a
+# contiguous block for it: a /24 in one copy of Google's VPC page for Managed Lustre, "a prefix
+# length of 23" in a newer one (cloud.google.com/managed-lustre/docs/vpc). The API refuses the
+# instance only after the networks exist, so the spec is held to the larger block up front.
+LUSTRE_SERVICES_PREFIX = 23
 
 _NIC_TYPE: dict[str, NicType] = {"gvnic": "GVNIC", "mrdma": "MRDMA"}
 
@@ -116,12 +121,20 @@ def subnets_needed(sku: Sku) -> int:
     return host + fabric
 
 
-def vpc_range_problem(sku: Sku, vpc_cidr: ipaddress.IPv4Network, size: int) -> str | None:
+def vpc_range_problem(
+    sku: Sku, vpc_cidr: ipaddress.IPv4Network, size: int, *, with_lustre: bool = False
+) -> str | None:
     """Why the fleet's subnets (one slot each, plus the services range) cannot fit `vpc_cidr`."""
     needed = subnets_needed(sku) + 1
     slots = slot_ranges(vpc_cidr)
     if len(slots) < needed:
         return f"{vpc_cidr} is too small to cut into {SLOTS} subnets; allowed: /8 to /24"
+    if with_lustre and slots[-1].prefixlen > LUSTRE_SERVICES_PREFIX:
+        return (
+            f"{vpc_cidr} leaves Managed Lustre a /{slots[-1].prefixlen} private-services range (1/{SLOTS} "
+            f"of it), and an instance needs a /{LUSTRE_SERVICES_PREFIX}; "
+            f"allowed: /{LUSTRE_SERVICES_PREFIX - 4} or larger"
+        )
     usable = slots[0].num_addresses - GCP_RESERVED
     if usable < size + SUBNET_HEADROOM:
         return (

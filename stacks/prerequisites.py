@@ -79,7 +79,9 @@ def _gcp_problems(spec: FleetSpec) -> list[tuple[str, str]]:
     if net.bastion is not None and not _is_ipv4(net.bastion):
         problems.append(("network.bastion", f"{net.bastion!r}: on gcp, allowed: an IPv4 address"))
     if net.subnet_id is None and net.vpc_id is None:
-        problem = gcp_layout.vpc_range_problem(sku, net.vpc_cidr, spec.size)
+        fs = spec.storage.filesystem
+        with_lustre = fs is not None and fs.kind == "managed-lustre"
+        problem = gcp_layout.vpc_range_problem(sku, net.vpc_cidr, spec.size, with_lustre=with_lustre)
         if problem:
             problems.append(("network.vpc_cidr", problem))
     if sku.is_tpu:

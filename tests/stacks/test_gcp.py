@@ -237,6 +237,19 @@ def test_network_settings_the_stack_cannot_honour_are_refused_by_field(
     assert [path for path, _ in spec_problems(spec)] == [field]
 
 
+def test_a_range_too_small_for_managed_lustres_block_is_refused_only_with_managed_lustre() -> None:
+    # /20: sixteen /24 subnets hold the fleet, but the private-services range would be a /24.
+    small = {"network": {"vpc_cidr": "10.64.0.0/20"}}
+    ((path, why),) = spec_problems(spec_from_mapping(gcp_doc(**small)))
+    assert path == "network.vpc_cidr"
+    assert why == (
+        "10.64.0.0/20 leaves Managed Lustre a /24 private-services range (1/16 of it), and an instance "
+        "needs a /23; allowed: /19 or larger"
+    )
+    assert spec_problems(spec_from_mapping(gcp_doc(storage__filesystem=None, **small))) == []
+    assert spec_problems(spec_from_mapping(gcp_doc(network={"vpc_cidr": "10.64.0.0/19"}))) == []
+
+
 # --------------------------------------------------------------------------- storage
 
 
