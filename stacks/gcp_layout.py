@@ -37,9 +37,10 @@ SUBNET_HEADROOM = 64  # rolling replacements run a node twice for a while
 IAP_RANGE = ipaddress.IPv4Network("35.235.240.0/20")
 TPU_HOST_NICS = 1
 # Managed Lustre takes an instance's addresses from the private-services range, which must hold a
-# contiguous block for it: a /24 in one copy of Google's VPC page for Managed Lustre, "a prefix
-# length of 23" in a newer one (cloud.google.com/managed-lustre/docs/vpc). The API refuses the
-# instance only after the networks exist, so the spec is held to the larger block up front.
+# contiguous block for it: a /24 in one copy of Google's page (docs.cloud.google.com/managed-lustre/
+# docs/vpc?hl=ja, the copy that allocates a /20 for several instances), a /23 in a newer one (the
+# same page with custom-mode subnets). The API refuses the instance only after the networks exist,
+# so the spec is held to the larger block up front.
 LUSTRE_SERVICES_PREFIX = 23
 
 _NIC_TYPE: dict[str, NicType] = {"gvnic": "GVNIC", "mrdma": "MRDMA"}
