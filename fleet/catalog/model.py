@@ -23,7 +23,12 @@ AttachLayout = Literal[
 ]
 # How a node reaches its NVSwitches: none; as PCI functions (NVLink 4 and earlier); or through
 # NVLink 5 switch-management ports, where Fabric Manager also needs the NVLink subnet manager (Fabric
-# Manager user guide, "Systems Using Fourth Generation NVSwitches": HGX B200 and later).
+# Manager user guide, "Systems Using Fourth Generation NVSwitches": HGX B200 and later). The cloud
+# SKUs' 8-GPU VMs run Fabric Manager in the guest, so they see what a bare board shows: AWS P6-B200
+# (aws-parallelcluster-cookbook enables it on the ConnectX-7 bridges it counts), GCP A3 Mega, A3
+# Ultra and A4 (GoogleCloudPlatform/cluster-toolkit's slurm blueprints hold the nvidia-fabricmanager
+# their accelerator base image ships). A rack-scale tray (GB200 NVL72) manages no switch of its own:
+# its `nvswitch` is false.
 NvswitchFabric = Literal["none", "nvswitch", "nvlink5"]
 NVLINK5_GENERATIONS = frozenset({"blackwell"})
 PlacementStrategy = Literal[

@@ -220,7 +220,7 @@ def test_gpu_tasks_skip_with_gpu_facts_reason_on_gpu_less_hosts(fleet: Fleet) ->
 def test_with_gpus_declared_the_driver_and_gpu_roles_run_in_check_mode(fleet: Fleet) -> None:
     run = fleet.check_fresh
     assert (
-        "8 NVIDIA GPU(s) and 4 NVSwitch(es) per gpu_facts_override"
+        "8 NVIDIA GPU(s), 4 NVSwitch(es) and 0 NVLink 5 switch-management port(s) per gpu_facts_override"
         in run.results("Report the accelerators found")["h2"]["msg"]
     )
     assert _skip_reasons(run, "h2") == {}  # no GPU role skipped where GPUs exist
@@ -236,6 +236,9 @@ def test_with_gpus_declared_the_driver_and_gpu_roles_run_in_check_mode(fleet: Fl
     assert run.results("Skip on hosts without NVSwitch")["h2"].get("skipped") is True
     # ...at exactly the driver's version (Fabric Manager must match the driver it serves).
     assert "nvidia-fabricmanager-570=570.133.20" in run.results(why, "nvidia_fabricmanager")["h2"]["msg"]
+    # NVSwitches on the PCI bus (HGX H100): no NVLink subnet manager, no InfiniBand modules for it.
+    assert "nvlsm" not in run.results(why, "nvidia_fabricmanager")["h2"]["msg"]
+    assert run.results("Prepare the kernel for the NVLink subnet manager")["h2"].get("skipped") is True
     assert "libnccl2 2.26.2-1+cuda12.8" in run.results(why, "nccl")["h2"]["msg"]
     # GPUDirect RDMA: nvidia-peermem loads at boot (and now, outside check mode).
     assert run.diff_after("h2", "/etc/modules-load.d/fleetforge-nvidia-peermem.conf") == "nvidia-peermem\n"

@@ -112,7 +112,10 @@ def test_an_hgx_b200_shows_its_switch_management_ports_and_no_pci_nvswitch(
         )
     for i in range(8):  # the compute fabric's NICs: same ids, no mark
         function(tmp_path, f"0000:{0x80 + i:02x}:00.0", "0x15b3", CONNECTX7, "0x020700", connectx7(f"MT{i}"))
-    function(tmp_path, "0000:90:00.1", "0x15b3", "0x101e", "0x020700")  # a virtual function: no VPD
+    # A virtual function of a NIC: never read (a port is a physical function), even were it to fail.
+    vf = function(tmp_path, "0000:90:00.1", "0x15b3", "0x101e", "0x020700")
+    (vf / "physfn").symlink_to(tmp_path / "0000:80:00.0")
+    (vf / "vpd").mkdir()
     got = scan(tmp_path, capsys, monkeypatch)
     assert got["error"] is None
     assert (got["nvidia_gpus"], got["nvswitches"], got["nvlink5_switch_ports"]) == (8, 0, 4)
@@ -177,17 +180,32 @@ FABRICS: dict[str, tuple[dict[str, int], str, str | None]] = {
 }
 
 
+# What gpu.fact printed before it read VPDs: an installed copy that a --check or --tags run did not
+# replace must not stand for "no switch-management port".
+OLD_FACT = {
+    "scanned": "/sys/bus/pci/devices",
+    "error": None,
+    "devices": [],
+    "nvidia_gpus": 8,
+    "nvswitches": 0,
+}
+
+
 def test_a_host_whose_nvswitch_fabric_is_not_the_skus_fails_naming_both(tmp_path: Path) -> None:
-    hosts = local_hosts(
-        {
-            name: {
-                "gpu_facts_override": override,
-                "gpu_facts_expected_nvswitch_fabric": expected,
-                "gpu_facts_fact_dir": str(tmp_path / name),
-            }
-            for name, (override, expected, _) in FABRICS.items()
+    per_host = {
+        name: {
+            "gpu_facts_override": override,
+            "gpu_facts_expected_nvswitch_fabric": expected,
+            "gpu_facts_fact_dir": str(tmp_path / name),
         }
-    )
+        for name, (override, expected, _) in FABRICS.items()
+    }
+    old = tmp_path / "old_fact"
+    old.mkdir()
+    (old / "gpu.fact").write_text(f"#!/bin/sh\necho '{json.dumps(OLD_FACT)}'\n")
+    (old / "gpu.fact").chmod(0o755)
+    per_host["old_fact"] = {"gpu_facts_fact_dir": str(old)}
+    hosts = local_hosts(per_host)
     tasks = [
         {"name": "gpu_facts", "ansible.builtin.include_role": {"name": "gpu_facts"}, "tags": ["always"]},
         {"name": "Fabric", "ansible.builtin.debug": {"var": "gpu_facts_nvswitch_fabric"}, "tags": ["always"]},
@@ -216,4 +234,16 @@ def test_a_host_whose_nvswitch_fabric_is_not_the_skus_fails_naming_both(tmp_path
         if why:
             assert why in failed[name], failed[name]
     fabric = {name: r["gpu_facts_nvswitch_fabric"] for name, r in tasks_run[-1]["hosts"].items()}
-    assert fabric == {"b200": "nvlink5", "h100": "nvswitch", "unchecked": "none"}
+    assert (
+        fabric.pop("b200") == "nvlink5"
+        and fabric.pop("h100") == "nvswitch"
+        and fabric.pop("unchecked") == "none"
+    )
+    # The old fact was passed over for this machine's own scan.
+    assert set(fabric) == {"old_fact"}
+    reports = [
+        t["hosts"]["old_fact"]["msg"]
+        for t in tasks_run
+        if t["task"]["name"].endswith(" : Report the accelerators found")
+    ]
+    assert len(reports) == 1 and "per a direct scan:" in reports[0], reports

@@ -499,3 +499,76 @@ def test_the_argument_check_refuses_what_has_no_package(
     role: str, task: str, os_id: str, options: dict[str, Any], ok: bool
 ) -> None:
     assert _assert_passes(role, task, os_id, **options) is ok
+
+
+# ------------------------------------------------------------------ runtime checks' logic
+# /sys/class/infiniband/<dev>/device resolved (readlink) on an HGX B200 with DOCA: eight HCAs and
+# the four NVLink 5 switch-management ports (a DGX B200 registers four, mlx5_0 to mlx5_3:
+# siderolabs/extensions#895), which gpu_facts found by the SW_MNG mark in their VPD.
+B200_PORTS = [f"0000:{0x60 + i:02x}:00.0" for i in range(4)]
+B200_HCAS = [f"0000:{0x18 + i:02x}:00.0" for i in range(8)]
+
+
+def _functions(addresses: list[str]) -> dict[str, Any]:
+    return {"stdout_lines": [f"/sys/devices/pci0000:00/0000:00:01.0/{a}" for a in addresses]}
+
+
+@pytest.mark.parametrize(
+    ("hcas", "ports_known", "ok"),
+    [
+        (B200_HCAS, True, True),
+        (B200_HCAS[:7], True, False),  # an HCA missing is still found with the ports beside it
+        (B200_HCAS, False, False),  # without gpu_facts' ports the count is 12, not the SKU's 8
+    ],
+)
+def test_an_nvlink5_boards_switch_ports_are_not_counted_as_its_hcas(
+    hcas: list[str], ports_known: bool, ok: bool
+) -> None:
+    ports = [{"address": a, "kind": "nvlink5_switch_port", "vendor_id": "0x15b3"} for a in B200_PORTS]
+    registered = {
+        "doca_ofed_sysfs_devices": {"matched": len(hcas) + len(B200_PORTS)},
+        "doca_ofed_device_functions": _functions(hcas + B200_PORTS),
+        "gpu_facts_devices": ports if ports_known else [],
+    }
+    task = "Verify | the node shows the RDMA devices its SKU has"
+    assert _assert_passes("doca_ofed", task, "ubuntu2204", doca_ofed_expected_hcas=8, **registered) is ok
+
+
+# nvidia-smi -q's Fabric section, in the form public troubleshooting notes quote it (a GPU whose
+# registration is still running: "In Progress", Status N/A; registered: "Completed", "Success").
+def _fabric(state: str, status: str) -> list[str]:
+    return [
+        "GPU 00000000:18:00.0",
+        "    Fabric",
+        f"        State                             : {state}",
+        f"        Status                            : {status}",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("state", "status", "attempt", "read_again", "ok"),
+    [
+        ("In Progress", "N/A", 1, True, False),
+        ("In Progress", "N/A", 12, True, False),
+        ("In Progress", "N/A", 13, False, False),  # the last read is judged, and fails
+        ("Completed", "Success", 1, False, True),
+        ("Completed", "Success", 5, False, True),
+    ],
+)
+def test_the_fabric_state_is_read_again_while_gpus_register_then_judged(
+    state: str, status: str, attempt: int, read_again: bool, ok: bool
+) -> None:
+    read = next(
+        t
+        for t in _tasks("nvidia_fabricmanager")
+        if t.get("name") == "Verify | GPUs report a completed fabric"
+    )
+    result = {"attempts": attempt, "stdout_lines": _fabric(state, status)}
+    templar = Templar(loader=DataLoader(), variables=_trust({"nvidia_fabricmanager_fabric": result}))
+    assert read["retries"] == 12  # Ansible reads retries + 1 times
+    done = templar.template(trust_as_template("{{ (" + read["until"] + ") | bool }}"))
+    assert done is not read_again
+    task = "Verify | no GPU reports an incomplete fabric state"
+    assert (
+        _assert_passes("nvidia_fabricmanager", task, "ubuntu2204", nvidia_fabricmanager_fabric=result) is ok
+    )
