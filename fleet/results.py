@@ -148,7 +148,19 @@ def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)  # one instance: json.loads would build one per line
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # json's own dict keeps the last of two equal keys: "status": "fail", "status": "pass" would
+    # read as a pass. A line that says two things is no record.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"key {twice!r} appears twice")
+    return obj
+
+
+# One instance: json.loads would build one per line.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique_keys)
 
 
 def parse_line(text: str | bytes) -> Record:
@@ -230,27 +242,38 @@ def read_results(path: Path) -> ResultFile:
         os.close(fd)
         raise
     with fh:
-        for number, raw in _lines(fh):
-            if raw is None:
-                problem = f"line longer than {MAX_LINE_BYTES} bytes; not a record"
-                result.bad_lines.append(BadLine(path, number, problem))
-                continue
-            text = raw.strip()
-            if not text:
-                continue
-            try:
-                record = parse_line(text)
-            except NewerSchemaError as exc:
-                result.bad_lines.append(BadLine(path, number, str(exc), refuses_file=True))
-                continue
-            except ValueError as exc:
-                result.bad_lines.append(BadLine(path, number, str(exc)))
-                continue
-            if isinstance(record, RunRecord):
-                result.runs.append(record)
-            else:
-                result.checks.append(record)
+        try:
+            _read_records(fh, result)
+        except OSError as exc:
+            # Failed midway (EIO, a file truncated under us): what was read stays, and the file as a
+            # whole is refused, since its rest is unknown.
+            problem = f"cannot be read ({exc.strerror or exc.__class__.__name__})"
+            result.bad_lines.append(BadLine(path, 0, problem, refuses_file=True))
     return result
+
+
+def _read_records(fh: IO[bytes], result: ResultFile) -> None:
+    path = result.path
+    for number, raw in _lines(fh):
+        if raw is None:
+            problem = f"line longer than {MAX_LINE_BYTES} bytes; not a record"
+            result.bad_lines.append(BadLine(path, number, problem))
+            continue
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            record = parse_line(text)
+        except NewerSchemaError as exc:
+            result.bad_lines.append(BadLine(path, number, str(exc), refuses_file=True))
+            continue
+        except ValueError as exc:
+            result.bad_lines.append(BadLine(path, number, str(exc)))
+            continue
+        if isinstance(record, RunRecord):
+            result.runs.append(record)
+        else:
+            result.checks.append(record)
 
 
 # Files up to this size are read in one call and split (the common case, and the fast one); larger
@@ -304,11 +327,18 @@ def iter_result_paths(inputs: Iterable[Path]) -> Iterator[Path]:
     """Expand files and folders (recursively, *.jsonl) in a stable order.
 
     Every entry named *.jsonl is yielded, whatever it is (a folder, a FIFO, a dangling symlink):
-    read_results reports it as unreadable rather than the gate passing over it in silence.
+    read_results reports it as unreadable rather than the gate passing over it in silence. Inside a
+    folder given, folders named *.prev are passed over: they hold what a rerun replaced (a fleet
+    run's results.prev), and a host missing from the new run must not be judged on its old one. A
+    file or folder named outright is read whatever its name.
     """
     for item in inputs:
         if item.is_dir():
-            yield from sorted(item.rglob("*.jsonl"))
+            yield from sorted(
+                p
+                for p in item.rglob("*.jsonl")
+                if not any(part.endswith(".prev") for part in p.relative_to(item).parts[:-1])
+            )
         else:
             yield item
 

@@ -8,8 +8,10 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from rich.text import Text
 from typer.exceptions import TyperException
 
+from fleet.text import printable
 from fleetforge import __version__, exitcodes
 from fleetforge.console import err
 
@@ -138,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         err.print("interrupted")
         return exitcodes.INTERRUPTED
+    except Exception as exc:  # a bug: exit 1 would read as "rejected", and a traceback is no message
+        # Text, not markup: the exception's words may quote input holding brackets.
+        what = f"{type(exc).__name__}: {printable(str(exc))}"
+        err.print(Text(f"internal error: {what} (a bug in fleetforge; please report it)"))
+        return exitcodes.SOFTWARE
     return int(code) if isinstance(code, int) else exitcodes.OK
 
 

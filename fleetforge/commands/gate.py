@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from fleet.results import BadLine, ResultFile, iter_result_paths, read_results
+from fleet.results import ResultFile, iter_result_paths, read_results
 from fleet.text import printable
 from fleetforge import exitcodes
 from fleetforge.console import (
@@ -223,17 +223,7 @@ def _read(inputs: list[Path]) -> list[ResultFile]:
     if not paths:
         shown = ", ".join(printable(str(p)) for p in inputs)
         fail(f"RESULTS: no *.jsonl results under {shown}", exitcodes.NO_INPUT)
-    files = []
-    for path in paths:
-        try:
-            files.append(read_results(path))
-        except OSError as exc:
-            # Read failed midway (EIO, a file that vanished): that node's entry is unreadable.
-            problem = f"cannot be read ({exc.strerror or exc.__class__.__name__})"
-            unreadable = ResultFile(path)
-            unreadable.bad_lines.append(BadLine(path, 0, problem, refuses_file=True))
-            files.append(unreadable)
-    return files
+    return [read_results(path) for path in paths]
 
 
 def register(app: typer.Typer) -> None:

@@ -180,3 +180,19 @@ def test_demo_says_which_examples_it_could_not_plan_and_why(capsys: pytest.Captu
     assert "not planned: cloud: on-prem fleets are configured with Ansible" in onprem
     aws = next(line for line in out.splitlines() if "aws-p5-fleet.yaml" in line)
     assert "plan: " in aws and "no policy violation" in aws
+
+
+def test_a_bug_exits_70_with_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Exit 1 would read as "rejected" to a pipeline; a traceback is no message.
+    import fleetforge.commands.catalog as catalog
+
+    def broken() -> list[object]:
+        raise KeyError("[bold]gpu[/bold]")
+
+    monkeypatch.setattr(catalog, "all_skus", broken)
+    assert main(["catalog"]) == exitcodes.SOFTWARE
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "internal error: KeyError:" in err and "[bold]gpu[/bold]" in err and "please report it" in err

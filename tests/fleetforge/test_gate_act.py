@@ -110,7 +110,8 @@ def test_a_rejected_node_nobody_listed_never_becomes_a_host(
     assert "intruder" in steps
     written = ansible_yaml.load(inventory.read_text())
     assert "intruder" not in written["all"]["hosts"]
-    assert set(written["all"]["children"]["rejected"]["hosts"]) == {"node3"}
+    # node3 is slow; node5, whose records were renamed to the intruder, left no results of its own.
+    assert set(written["all"]["children"]["rejected"]["hosts"]) == {"node3", "node5"}
 
 
 def test_reasons_a_node_wrote_are_data_to_ansible(

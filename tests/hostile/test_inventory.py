@@ -176,7 +176,8 @@ def test_a_node_nobody_listed_never_enters_the_inventory(
     assert tree(tmp_path) == before  # the inventory file is rewritten in place, nothing else appears
     listed = ansible_list(hosts_file)
     assert set(listed["_meta"]["hostvars"]) == {f"node{i}" for i in range(1, 6)}
-    assert listed["rejected"]["hosts"] == ["node3"]
+    # node3 is slow; node5, whose file now speaks for another name, left no results of its own.
+    assert listed["rejected"]["hosts"] == ["node3", "node5"]
     ansible_hostvars(hosts_file)
     assert not (hosts_file.parent / "PWNED").exists() and not (tmp_path / "PWNED").exists()
 

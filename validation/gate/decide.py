@@ -54,7 +54,8 @@ def decide(
 
     Which nodes may take part: when the spec lists hosts, or `listed` (an inventory's hosts) or
     `expected` name nodes, a node with results that none of them names is rejected as `unlisted`
-    and never joins the job group; without any such list every node with results is judged.
+    and never joins the job group; without any such list every node with results is judged. A host
+    any of them names without results is rejected as `missing`.
     """
     settings = settings or GateSettings()
     notes: list[str] = []
@@ -63,7 +64,7 @@ def decide(
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
     outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
-    verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes)
+    verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes, listed or ())
     _unlisted_nodes(verdicts, plan, listed, expected)
     for v in verdicts:
         if v.node in outside:
@@ -134,9 +135,14 @@ def _resolve_sku(evidence: Mapping[str, NodeEvidence], asked: str | None, asked_
 
 
 def _absent_nodes(
-    verdicts: Sequence[NodeVerdict], plan: FleetPlan | None, expected: Sequence[str], notes: list[str]
+    verdicts: Sequence[NodeVerdict],
+    plan: FleetPlan | None,
+    expected: Sequence[str],
+    notes: list[str],
+    listed: Sequence[str] = (),
 ) -> list[NodeVerdict]:
-    """Nodes the spec's hosts or the caller's `expected` name without results: rejected, never omitted."""
+    """Nodes the spec's hosts, the caller's `expected` or the inventory (`listed`) name without
+    results: rejected, never omitted."""
     seen = {v.node for v in verdicts}
     if plan is not None and not plan.hosts:
         size = plan.required + plan.spares
@@ -156,6 +162,10 @@ def _absent_nodes(
                 host.name,
                 "no results for this host, which the spec lists (unreachable, or burn-in never ran)",
             )
+    for name in listed:
+        why.setdefault(
+            name, "no results for this host, which the inventory lists (unreachable, or burn-in never ran)"
+        )
     return [
         NodeVerdict(name, reasons=[Reason("missing", None, None, None, "results", message)])
         for name, message in why.items()

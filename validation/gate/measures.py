@@ -23,6 +23,10 @@ the hosts are judged on their pairs; without pair figures every member is held t
 A measured metric with no floor from the catalog or the spec is judged fleet-relative only, and its
 statistics say so (for the fabric metrics a note too: most SKUs have no published multi-node figure).
 
+A metric with a limit that some node measured is required of every node (a check that skipped or
+measured nothing is no pass); so is the pair figure once any host has one. A metric with no limit
+is required of a node when most of the fleet measured it. Nodes rejected as `unlisted` take no part.
+
 The work is a node x metric matrix in numpy, so 10,000 nodes x 30 metrics is milliseconds.
 """
 
@@ -98,7 +102,9 @@ def judge_measures(
     A metric with a limit (the SKU's reference or the spec's threshold) that no node measured
     rejects every node as `missing`: the gate cannot accept a fleet on a figure nobody took.
     """
-    judged = [v for v in verdicts if v.run_id is not None and v.level is not None]
+    # A node no list of the fleet names is rejected already; were its figures counted, files left by
+    # hosts no longer in the fleet would move the median, the quorum and the majorities.
+    judged = [v for v in verdicts if v.run_id is not None and v.level is not None and not v.unlisted]
     limits = _fleet_stage_limits(judged, limits, notes)
     names = sorted({m for v in judged for m in v.metrics} | set(limits))
     unknown = [m for m in names if m not in vocabulary and m not in limits]
@@ -182,18 +188,24 @@ def judge_measures(
     with np.errstate(invalid="ignore"):
         below_limit = np.where(higher, values < limit, values > limit)
         outlier = np.where(higher, values < threshold, values > threshold)
-    if MULTINODE_METRIC in index and FABRIC_METRIC in index and present[:, index[FABRIC_METRIC]].any():
+    if MULTINODE_METRIC in index and FABRIC_METRIC in index:
         j = index[MULTINODE_METRIC]
-        if below_limit[:, j].any():
-            below_limit[:, j] = False
+        # Only a host with pair figures of its own is judged on them instead.
+        own_pairs = present[:, index[FABRIC_METRIC]]
+        if (below_limit[:, j] & own_pairs).any():
+            below_limit[own_pairs, j] = False
             notes.append(
                 f"{MULTINODE_METRIC}: the whole-fleet all-reduce measured {median[j]:.4g} (median), below "
                 f"its floor {limit[j]:.4g} ({limits[MULTINODE_METRIC].source}); every member measures the "
                 f"same figure, so it names no host: each host is judged on its own pairs ({FABRIC_METRIC})"
             )
+    # Required of every node once any node measured it: a metric with a limit (a node whose check
+    # measured nothing, or skipped, would otherwise pass as a minority without its floor applied)
+    # and the fleet run's pair figure (the rounds pair every host). Other metrics: of the majority.
+    required = np.array([(m in limits and m not in FLEET_STAGE_METRICS) or m == FABRIC_METRIC for m in names])
     _floor_reasons(judged, names, values, below_limit, higher, limits)
     _outlier_reasons(judged, names, values, outlier, higher, median, mad, threshold, settings)
-    _missing_metric_reasons(judged, names, measured, measured_count)
+    _missing_metric_reasons(judged, names, measured, measured_count, required)
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
     return stats
@@ -326,9 +338,10 @@ def _missing_metric_reasons(
     names: Sequence[str],
     present: npt.NDArray[np.bool_],
     count: npt.NDArray[np.int_],
+    required: npt.NDArray[np.bool_],
 ) -> None:
-    """A metric most of the fleet measured but this node did not: its check did not do its job."""
-    majority = count * 2 > len(judged)
+    """A metric the fleet measured but this node did not: its check did not do its job."""
+    majority = (count * 2 > len(judged)) | (required & (count > 0))
     mask = ~present & majority[np.newaxis, :]
     producer: dict[str, str] = {}
     for j in np.nonzero(mask.any(axis=0))[0].tolist():

@@ -89,6 +89,11 @@ class NodeVerdict:
     def incomplete(self) -> bool:
         return any(r.rule in INCOMPLETE_RULES for r in self.reasons)
 
+    @property
+    def unlisted(self) -> bool:
+        """No list of the fleet's hosts names it: its figures and versions never shape the fleet's."""
+        return any(r.rule == "unlisted" for r in self.reasons)
+
     def as_dict(self) -> dict[str, object]:
         return {
             "node": self.node,

@@ -33,11 +33,14 @@ FAULT_COUNTERS = frozenset(
         "mce_errors",
         "pcie_degraded_links",
         "nvlink_down_links",
+        "gpu_fault_events",  # SXid, fallen off the bus, RmInitAdapter failed: each a health fault
+        "dcgm_diag_failed_tests",  # each failed diagnostic test is a fault of the DCGM check
     }
 )
 RATIO_MAX = 1.0
-# Units that can go below zero on real hardware (degrees Celsius); every other quantity cannot.
-_SIGNED_UNITS = frozenset({"C"})
+# Units that can go below zero on real hardware (degrees Celsius), down to their physical floor;
+# every other quantity cannot go below zero.
+_SIGNED_UNITS = {"C": -273.15}
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +56,9 @@ def _bounds(names: Sequence[str], vocabulary: Mapping[str, Metric], sku: Sku | N
     for name in names:
         metric = vocabulary.get(name)
         low, high, what = -np.inf, np.inf, ""
-        if metric is not None and metric.unit not in _SIGNED_UNITS:
+        if metric is not None and metric.unit in _SIGNED_UNITS:
+            low, what = _SIGNED_UNITS[metric.unit], f"no {metric.unit} value is below absolute zero"
+        elif metric is not None:
             low, what = 0.0, f"a {metric.unit} value cannot be negative"
         if metric is not None and metric.unit == "ratio":
             high, what = RATIO_MAX, f"a ratio is at most {RATIO_MAX:g}"

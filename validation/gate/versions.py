@@ -18,7 +18,7 @@ from validation.gate.model import GateSettings, NodeVerdict, Reason
 
 
 def judge_versions(verdicts: Sequence[NodeVerdict], settings: GateSettings, notes: list[str]) -> None:
-    judged = [v for v in verdicts if v.level is not None]
+    judged = [v for v in verdicts if v.level is not None and not v.unlisted]
     components = sorted({c for v in judged for c in v.versions} | set(settings.pinned_versions))
     for component in components:
         pinned = settings.pinned_versions.get(component)
