@@ -13,7 +13,7 @@ import re
 import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Annotated, Literal, get_args
@@ -344,6 +344,24 @@ def iter_result_paths(inputs: Iterable[Path]) -> Iterator[Path]:
 
 
 # ------------------------------------------------------------------ times and node names
+
+
+def stamp_after_latest(path: Path, stamp: str | None = None) -> str:
+    """`stamp` (now when None), or just after the file's latest record where that is not later.
+
+    What the controller appends to a node's fetched file must be the record the gate counts (its
+    latest): a node's clock may run behind, or ahead, and a node could date a record it forged in
+    the future to outrank the controller's figure.
+    """
+    results = read_results(path)
+    stamps = [parsed_instant(r.started) for r in (*results.runs, *results.checks)]
+    latest = max((s for s in stamps if s is not None), default=None)
+    wanted = parsed_instant(stamp) if stamp is not None else datetime.now(UTC)
+    if wanted is not None and (latest is None or wanted > latest):
+        return stamp if stamp is not None else wanted.isoformat(timespec="milliseconds")
+    later = (latest or datetime.now(UTC)) + timedelta(milliseconds=1)
+    return later.isoformat(timespec="milliseconds")
+
 
 # An unparsable start time sorts as the oldest, so it never wins "latest".
 OLDEST = datetime.min.replace(tzinfo=UTC)

@@ -40,7 +40,7 @@ from fleet.metrics import (
     MULTINODE_CHECK,
     MULTINODE_METRIC,
 )
-from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, utc_now
+from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, stamp_after_latest
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN, attribute
 from validation.fabric.model import Attribution, Pair, PairResult, Round, Schedule
 from validation.fabric.schedule import pairing_schedule
@@ -431,7 +431,7 @@ class FabricStage:
                 node=run.node,
                 sku=run.sku,
                 level=run.level,
-                started=utc_now(),
+                started=stamp_after_latest(path),
                 check=FABRIC_CHECK,
                 status="pass",
                 metrics=metrics,

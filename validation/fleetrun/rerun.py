@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from fleet.metrics import MULTINODE_CHECK
-from fleet.results import CheckRecord, ResultsWriter, parsed_instant, read_results
+from fleet.results import CheckRecord, ResultsWriter, read_results, stamp_after_latest
 from validation.fleetrun.fabric import read_round
 from validation.gate import natural_key
 
@@ -101,7 +100,7 @@ def measure_fleet_collective(
                 node=run.node,
                 sku=run.sku,
                 level=run.level,
-                started=_after(path, None),
+                started=stamp_after_latest(path, None),
                 check=MULTINODE_CHECK,
                 status="error",
                 reason=reason,
@@ -117,7 +116,7 @@ def measure_fleet_collective(
                 "run_id": run.run_id,
                 "sku": run.sku,
                 "level": run.level,
-                "started": _after(path, record.started),
+                "started": stamp_after_latest(path, record.started),
             }
             record = record.model_copy(update=joined)
             written.append(host)
@@ -132,17 +131,3 @@ def _joined_before(path: Path) -> bool:
         return False
     records = [c for c in read_results(path).checks if c.check == MULTINODE_CHECK]
     return bool(records) and records[-1].status == "pass"
-
-
-def _after(path: Path, stamp: str | None) -> str:
-    """`stamp` (now when None), or just after the file's latest record where that is not later (a
-    clock that runs behind, or ahead on the node): the gate counts a check's latest record, and the
-    one appended here must be it."""
-    results = read_results(path)
-    stamps = [parsed_instant(r.started) for r in (*results.runs, *results.checks)]
-    latest = max((s for s in stamps if s is not None), default=None)
-    wanted = parsed_instant(stamp) if stamp is not None else datetime.now(UTC)
-    if wanted is not None and (latest is None or wanted > latest):
-        return stamp if stamp is not None else wanted.isoformat(timespec="milliseconds")
-    later = (latest or datetime.now(UTC)) + timedelta(milliseconds=1)
-    return later.isoformat(timespec="milliseconds")

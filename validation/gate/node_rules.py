@@ -16,6 +16,7 @@ cannot be told apart (equal or unreadable start times), the worst of the candida
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from fleet.metrics import Metric
@@ -78,7 +79,7 @@ def _judge_run(
     verdict.started = run.started_text()
     verdict.level = first.level
     verdict.files = tuple(sorted(run.files))
-    latest = _latest_per_check(run)
+    latest = _latest_per_check(run, metrics)
     expected = run.expected_checks()
     if settings.expect_checks is not None:
         expected += [c for c in settings.expect_checks if c not in expected]
@@ -144,11 +145,12 @@ def _no_run_record(verdict: NodeVerdict, ev: NodeEvidence, run: RunEvidence | No
         )
 
 
-def _latest_per_check(run: RunEvidence) -> dict[str, CheckRecord]:
+def _latest_per_check(run: RunEvidence, metrics: Mapping[str, Metric]) -> dict[str, CheckRecord]:
     """A resumed or retried check: the record that started last is the one that counts.
 
     Records that started at the same instant, or whose start cannot be read, cannot be ordered:
-    among them (and the latest readable one) the worst status counts.
+    among them (and the latest readable one) the worst status counts, and of the records with that
+    status each metric's worst value.
     """
     latest: dict[str, CheckRecord] = {}
     repeated: set[str] = set()
@@ -161,8 +163,26 @@ def _latest_per_check(run: RunEvidence) -> dict[str, CheckRecord]:
         stamps = [parsed_instant(r.started) for r in records]
         newest = max((s for s in stamps if s is not None), default=None)
         candidates = [r for r, s in zip(records, stamps, strict=True) if s is None or s == newest]
-        latest[name] = max(reversed(candidates), key=lambda r: _SEVERITY[r.status])
+        chosen = max(reversed(candidates), key=lambda r: _SEVERITY[r.status])
+        peers = [r for r in candidates if r.status == chosen.status]
+        latest[name] = _worst_values(chosen, peers, metrics) if len(peers) > 1 else chosen
     return latest
+
+
+def _worst_values(
+    chosen: CheckRecord, peers: list[CheckRecord], metrics: Mapping[str, Metric]
+) -> CheckRecord:
+    worst: dict[str, float] = {}
+    for rec in peers:
+        for metric, value in rec.metrics.items():
+            prev = worst.get(metric)
+            known = metrics.get(metric)
+            higher = known is None or known.higher_is_better
+            if prev is not None and math.isnan(prev):
+                continue  # NaN is no measurement: it stays, and measures.py rejects the node for it
+            if prev is None or math.isnan(value) or (value < prev if higher else value > prev):
+                worst[metric] = value
+    return chosen.model_copy(update={"metrics": worst})
 
 
 def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, METRICS, MULTINODE_CHECK, MULTINODE_METRIC
-from fleet.results import read_results
+from fleet.results import CheckRecord, ResultsWriter, read_results
 from tests.conftest import ROOT
 from tests.validation.fleetrun.helpers import (
     HOSTS,
@@ -243,6 +243,25 @@ def test_host_figures_reach_the_gate_and_the_guilty_host_is_rejected(tmp_path: P
     assert isinstance(document, dict)
     assert len(document["rounds"]) == 3 and len(document["pairs"]) == 6
     assert document["attribution"]["guilty"][0]["host"] == "h2"
+
+
+def test_a_pair_figure_a_node_forged_and_dated_ahead_never_outranks_the_controllers(tmp_path: Path) -> None:
+    results = empty_results(tmp_path)
+    (run,) = read_results(results / "h2.jsonl").runs
+    forged = CheckRecord(
+        **{k: getattr(run, k) for k in ("run_id", "node", "sku", "level")},
+        started="2099-01-01T00:00:00.000+00:00",
+        check=FABRIC_CHECK,
+        status="pass",
+        metrics={FABRIC_METRIC: 900.0},
+        duration_s=1.0,
+    )
+    with ResultsWriter(results / "h2.jsonl") as writer:
+        writer.append(forged)
+    stage = stage_of(FakeFleet({"h0": 1.0, "h1": 1.05, "h2": 0.1, "h3": 0.97}))
+    stage.write_host_records(results)
+    _, gate = judged(stage, results, tmp_path)
+    assert {v.node: v.metrics.get(FABRIC_METRIC) for v in gate.nodes}["h2"] == pytest.approx(0.1)
 
 
 def test_names_shared_with_the_node_side_and_the_role_agree() -> None:

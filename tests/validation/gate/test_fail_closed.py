@@ -5,7 +5,8 @@ each was accepted before its fix: a node whose run lists no checks, a node that 
 floor applies to, one node's pair record lifting the whole fleet's all-reduce floor, files of hosts
 no longer in the fleet moving its median and its version vote, an inventory host without results,
 a rerun's `results.prev` standing in for a host the new run lost, fault counters in a pass, a
-temperature below absolute zero, and a record line that says `status` twice.
+temperature below absolute zero, a record line that says `status` twice, a read that fails midway,
+and of two check records the gate cannot order, the better figure.
 """
 
 from __future__ import annotations
@@ -168,3 +169,13 @@ def test_a_read_that_fails_midway_keeps_what_was_read_and_refuses_the_file(
         (0, "cannot be read (Input/output error)", True)
     ]
     assert rejected(decide([got])) == ["node1"]
+
+
+def test_of_two_records_a_check_cannot_order_the_worse_figure_counts() -> None:
+    records = fleet(4)
+    # A resumed run wrote compute twice at the same instant: 100, then 720 TFLOP/s.
+    for value in (100.0, 720.0):
+        records["node2"].append(check_record("node2", "compute", metrics={"gemm_bf16_tflops": value}))
+    result = decide(as_files(records))
+    assert result.node("node2").metrics["gemm_bf16_tflops"] == 100.0
+    assert ("floor", "gemm_bf16_tflops") in rules_of(result, "node2")
