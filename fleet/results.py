@@ -152,10 +152,12 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     # json's own dict keeps the last of two equal keys: "status": "fail", "status": "pass" would
     # read as a pass. A line that says two things is no record.
     obj = dict(pairs)
-    if len(obj) != len(pairs):
+    if len(obj) != len(pairs):  # the usual case costs one comparison; find the key only when it fails
         seen: set[str] = set()
-        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise ValueError(f"key {twice!r} appears twice")
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"key {key!r} appears twice")
+            seen.add(key)
     return obj
 
 
