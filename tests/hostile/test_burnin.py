@@ -235,6 +235,31 @@ def test_planted_links_and_special_files_in_out_are_refused(
     assert tree(tmp_path / "out") - before_out <= {"n1.jsonl.lock"}
 
 
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_links_planted_in_the_raw_folder_are_never_written_through(
+    cli: Callable[..., Any], tmp_path: Path, link: str
+) -> None:
+    """The check's log and its raw output are refused where an entry points elsewhere: the check is
+    an error (never a pass), and the file pointed at keeps its bytes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    raw = tmp_path / "out" / "n1.raw"
+    raw.mkdir(parents=True)
+    victims = {name: outside / name for name in ("log", "json")}
+    for name, victim in victims.items():
+        victim.write_text(f"precious {name}\n")
+        planted = raw / f"inventory.{name}"
+        planted.symlink_to(victim) if link == "symbolic" else os.link(victim, planted)
+    got = cli("burnin", *CHEAP, "--out", tmp_path / "out", "--node", "n1")
+    assert got.code != exitcodes.OK
+    (record,) = read_results(tmp_path / "out" / "n1.jsonl").checks
+    assert record.check == "inventory" and record.status == "error", record
+    refusal = "a symbolic link; refused" if link == "symbolic" else "not a regular file of its own; refused"
+    assert refusal in (record.error or ""), record.error
+    for name, victim in victims.items():
+        assert victim.read_text() == f"precious {name}\n"
+
+
 # -- node names -------------------------------------------------------------------------------
 
 HOSTILE_NODES = [

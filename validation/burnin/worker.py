@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -137,7 +139,35 @@ def _keep_raw(ctx: CheckContext, check: str, raw: Any) -> None:
     text = json.dumps(raw, indent=1, sort_keys=True)  # also proves raw is JSON-serialisable
     if ctx.raw_dir is not None:
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
-        (ctx.raw_dir / f"{check}.json").write_text(text + "\n", encoding="utf-8")
+        with os.fdopen(open_output(ctx.raw_dir / f"{check}.json"), "w", encoding="utf-8") as fh:
+            fh.write(text + "\n")
+
+
+def open_output(path: Path) -> int:
+    """A descriptor on `path` for writing, emptied: a file of its own, never what an entry planted
+    in the output folder points at.
+
+    A root burn-in must not write outside its folder: a symbolic link is refused (O_NOFOLLOW), a
+    FIFO or device is refused before anything is written, and so is a hard link to another file
+    (checked before the file is emptied, so that file is left as it was).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.EPERM, "a symbolic link; refused", str(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            raise OSError(errno.EPERM, "not a regular file of its own; refused", str(path))
+        os.set_blocking(fd, True)
+        os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _release_forkserver() -> None:
@@ -188,13 +218,13 @@ def child_main(job_json: str, conn: Connection, runner_pid: int | None = None) -
     if runner_pid is not None:
         _watch_runner(runner_pid)
     job = Job.from_json(job_json)
-    if job.log_path is not None:
-        job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
     try:
+        if job.log_path is not None:
+            job.log_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_output(job.log_path)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
         result = execute(job)
         payload = json.dumps(result, allow_nan=False)
     except Exception as exc:
