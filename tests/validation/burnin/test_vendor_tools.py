@@ -4,6 +4,7 @@ the published samples in tests/validation/burnin/fixtures/real/."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,20 @@ def test_dcgm_diag_output_it_cannot_read_is_an_error_never_a_pass() -> None:
     )
     assert crashed.status == "error" and "exited 255" in (crashed.reason or "")
     assert "unable to connect" in (crashed.reason or "")
+
+
+def test_dcgm_diag_that_passed_no_test_or_stopped_early_is_an_error_never_a_pass() -> None:
+    # The real r2 report with every verdict turned to Skip: DCGM measured nothing.
+    sample = real("dcgm-diag-r2-denylist.json")
+    skipped = re.sub(r'"status"\s*:\s*"Pass"', '"status" : "Skip"', sample)
+    assert skipped != sample
+    raw = {"run_level": 2, "version": "3.3.5", "rc": 0, "output": skipped, "stderr": ""}
+    out = parse("dcgm_diag", raw)
+    assert out.status == "error" and "passed no test" in (out.reason or "")
+    # Non-zero with nothing failed or warned: an abort reports only the tests it reached.
+    aborted = parse("dcgm_diag", {**dcgm_raw("dcgm-diag-r2-denylist.json", rc=226), "stderr": "diag aborted"})
+    assert aborted.status == "error" and "exited 226 with no failed test" in (aborted.reason or "")
+    assert "diag aborted" in (aborted.reason or "")
 
 
 def test_dcgmi_not_installed_is_a_skip_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,8 +2,10 @@
 
 Run level 2 (deployment, PCIe, GPU memory) at the standard level and 3 (adds the diagnostic,
 targeted stress, power and memory bandwidth tests) at extended. Each DCGM test's verdict becomes
-a finding: a Fail fails the node, a Warn or Skip is noted. Where dcgmi is not installed the check
-is skipped with that reason; DCGM is an operator's choice, not a requirement of the burn-in.
+a finding: a Fail fails the node, a Warn or Skip is noted. A run that passed no test, or that
+exited non-zero with no test failed or warned (it stopped early), is an error: DCGM measured
+nothing whole. Where dcgmi is not installed the check is skipped with that reason; DCGM is an
+operator's choice, not a requirement of the burn-in.
 
 Raw: {"run_level", "argv", "version", "rc", "output", "stderr"}.
 """
@@ -52,6 +54,18 @@ class DcgmDiag(Check):
                 f"dcgmi diag -r {raw.get('run_level')} exited {rc}: {exc}" + (f"; {stderr}" if stderr else "")
             )
         failed = report.with_status("fail")
+        run_level = raw.get("run_level")
+        if not report.with_status("pass"):
+            # Every test skipped, or none reported: DCGM measured nothing, and nothing is no pass.
+            return error(f"dcgmi diag -r {run_level} passed no test ({len(report.tests)} reported)")
+        if rc not in (0, None) and not failed and not report.with_status("warn"):
+            # dcgmi exits non-zero when a test fails; with none failed or warned, the run stopped
+            # early (an abort reports only the tests it reached).
+            stderr = str(raw.get("stderr") or "").strip()[-300:]
+            return error(
+                f"dcgmi diag -r {run_level} exited {rc} with no failed test: the run stopped early"
+                + (f"; {stderr}" if stderr else "")
+            )
         faults = [_finding(t) for t in failed]
         notes = [_finding(t) for t in report.with_status("warn") + report.with_status("skip")]
         passed = len(report.with_status("pass"))
