@@ -21,6 +21,7 @@ class _Spy:
 
     def __init__(self) -> None:
         self.precisions: list[str] = []
+        self.read: list[Any] = []  # every array device_get was given, kept alive to tell them apart
         spy = self
 
         class Numpy:
@@ -33,6 +34,10 @@ class _Spy:
 
         self.numpy = Numpy()
 
+    def device_get(self, x: Any) -> Any:
+        self.read.append(x)
+        return jax.device_get(x)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(jax, name)
 
@@ -41,6 +46,7 @@ def main() -> None:
     spy = _Spy()
     backend = JaxBackend(ctx("cpu"), jax=spy, platform="cpu")
     gemm = backend.gemm(["fp32", "bf16"], 64, seconds=0.01, buffers=1)
+    host_device = backend.host_device(1 << 16, 0.01)
     jnp = jax.numpy
     small, big = jnp.ones((64, 64), jnp.float32), jnp.ones((1024, 1024), jnp.float32)
     args = [jax.device_put(big if i == 2 else small, d) for i, d in enumerate(backend.devices)]
@@ -58,6 +64,9 @@ def main() -> None:
                 "gemm": gemm,
                 "timed": {"seconds": seconds, "iters": iters},
                 "refused": refused,
+                "host_device": host_device,
+                "reads": len(spy.read),
+                "distinct_reads": len({id(x) for x in spy.read}),
             }
         )
     )

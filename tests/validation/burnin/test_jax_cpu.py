@@ -61,3 +61,11 @@ def test_gemm_reports_a_time_per_chip(probe: dict[str, Any]) -> None:
 
 def test_no_device_of_the_platform_is_refused(probe: dict[str, Any]) -> None:
     assert "JAX sees no TPU devices" in probe["refused"]
+
+
+def test_device_to_host_reads_a_new_array_each_time(probe: dict[str, Any]) -> None:
+    # A jax array keeps the host copy of its first read: reading it again would time no transfer.
+    assert probe["reads"] >= 4 * 3 and probe["distinct_reads"] == probe["reads"]
+    devices = probe["host_device"]["devices"]
+    assert [d["device"] for d in devices] == [0, 1, 2, 3]
+    assert all(d["h2d_gbps"] > 0 and d["d2h_gbps"] > 0 for d in devices)
