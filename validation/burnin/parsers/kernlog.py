@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 RELEVANT = re.compile(
     r"NVRM: Xid|SXid|NVRM: The NVIDIA GPU|fallen off the bus|RmInitAdapter failed"
     r"|\[Hardware Error\]|EDAC|\bmce:|Machine [Cc]heck|Hardware event\. This is not a software error"
-    r"|\bSTATUS [0-9a-fA-F]+ MCGSTATUS|Kernel panic"
+    r"|\bSTATUS [0-9a-fA-F]+ MCGSTATUS|Kernel panic|Memory failure: |hardware memory error"
 )
 
 # A PCI address as the driver prints it: optional domain (4 hex digits in NVRM lines, 8 in NVML's
@@ -69,6 +69,12 @@ _GHES_SEVERITY = re.compile(r"event severity: (?P<sev>\w+)")
 _EDAC_COUNT = re.compile(r"EDAC (?:\S+ )?MC\d+: (?P<n>\d+) (?P<kind>CE|UE)\b")
 # and a panic on a machine check.
 _MCE_PANIC = re.compile(r"Kernel panic - not syncing: .*[Mm]achine check")
+# A page the hardware poisoned, however it was handled: mm/memory-failure.c prefixes every line
+# about one with "Memory failure: <pfn>:" (recovered or not), and x86 prints "Uncorrected hardware
+# memory error in user-access at <address>" when a process consumed it. On a machine without EDAC
+# (most cloud VMs) these may be the only lines an uncorrected memory error leaves.
+_MEMORY_FAILURE = re.compile(r"Memory failure: (?P<pfn>0x[0-9a-fA-F]+):")
+_UNCORRECTED_MEMORY = re.compile(r"Uncorrected hardware memory error in [\w-]+ at (?P<address>[0-9a-fA-F]+)")
 
 # MCi_STATUS bits (Intel SDM vol. 3B 16.3.2.2; AMD uses the same positions).
 _VAL, _UC, _PCC = 1 << 63, 1 << 61, 1 << 57
@@ -161,6 +167,7 @@ class _Record:
     ghes_severity: str | None = None
     edac: str | None = None  # "CE" | "UE"
     panic: bool = False
+    poisoned_pfn: int | None = None  # a page memory_failure() handled
     evidence: list[str] = field(default_factory=list)
 
     def severity(self) -> tuple[str, str]:
@@ -181,6 +188,8 @@ class _Record:
                 uncorrected.append("EDAC UE")
         if self.panic:
             uncorrected.append("kernel panic on a machine check")
+        if self.poisoned_pfn is not None:
+            uncorrected.append(f"memory failure at pfn {self.poisoned_pfn:#x}")
         if uncorrected:
             return "uncorrected", "; ".join(uncorrected)
         if seen:
@@ -195,10 +204,12 @@ def parse_machine_checks(lines: Iterable[str]) -> list[MachineCheck]:
     severity (recoverable and fatal are uncorrected) or the EDAC CE/UE count, never from words
     such as "error" or "fatal" elsewhere in the text. EDAC driver start-up lines and module lists
     that name an EDAC driver are not records. A record that only says "Machine check events
-    logged" (the details went to mcelog / rasdaemon) is "undecoded".
+    logged" (the details went to mcelog / rasdaemon) is "undecoded". A page the kernel's memory
+    failure handler took (recovered or not) is an uncorrected record of its own, once per page.
     """
     records: list[_Record] = []
     current: _Record | None = None
+    poisoned: set[int] = set()  # one record per poisoned page, however many lines name it
 
     def opened(line: str) -> _Record:
         nonlocal current
@@ -232,4 +243,13 @@ def parse_machine_checks(lines: Iterable[str]) -> list[MachineCheck]:
             current.edac = m["kind"]
         if _MCE_PANIC.search(line):
             (current or opened(line)).panic = True
+        if m := _MEMORY_FAILURE.search(line):
+            pfn: int | None = int(m["pfn"], 16)
+        elif m := _UNCORRECTED_MEMORY.search(line):
+            pfn = int(m["address"], 16) >> 12  # 4 KiB pages: the pfn memory_failure() then names
+        else:
+            pfn = None
+        if pfn is not None and pfn not in poisoned:
+            poisoned.add(pfn)
+            opened(line).poisoned_pfn = pfn
     return [MachineCheck(*r.severity(), r.first) for r in records]
