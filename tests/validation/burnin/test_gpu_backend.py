@@ -150,3 +150,24 @@ def test_stress_samples_nvml_while_torch_loads_every_gpu() -> None:
     assert out.metrics["stress_clock_ratio"] == pytest.approx(1755 / 1980)
     eff = parse("efficiency", raw)
     assert eff.status == "pass" and eff.metrics["gemm_tflops_per_watt"] > 0
+
+
+def test_torch_seeing_fewer_gpus_than_nvml_is_an_error_not_a_smaller_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CUDA_VISIBLE_DEVICES=0 on an 8-GPU node: compute would report GPU 0 alone as the node.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    c = ctx("hgx-h100-8")
+    b = GpuBackend(c, nvml=FakeNvml([h100(i) for i in range(8)]), torch=FakeTorch(devices=1))
+    with pytest.raises(
+        RuntimeError, match=r"PyTorch sees 1 CUDA device\(s\) and NVML 8 GPU\(s\) \(CUDA_VISIBLE_DEVICES=0\)"
+    ):
+        b.gemm(["bf16"], 64, 0.01, 1)
+    # Health still reads NVML (its PCIe reading falls back to the idle link).
+    assert len(b.health()["devices"]) == 8
+
+
+def test_one_gpu_left_on_a_multi_gpu_sku_is_no_reason_to_skip_the_all_reduce() -> None:
+    b = GpuBackend(ctx("hgx-h100-8"), nvml=FakeNvml([h100(0)]), torch=FakeTorch(devices=1))
+    with pytest.raises(RuntimeError, match=r"NVML lists 1 GPU\(s\) on a SKU with 8"):
+        b.allreduce(None, 1)

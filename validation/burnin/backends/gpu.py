@@ -41,14 +41,29 @@ class GpuBackend(HostProbe):
         super().__init__(sysfs_root=ctx.sysfs_root, **probe)
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         self.seed = ctx.seed
+        self.expected_gpus = ctx.sku.accelerators_per_node
         self.nvml = Nvml(nvml)
         self._torch_module = torch
         self._torch: TorchCuda | None = None
 
     @property
     def torch(self) -> TorchCuda:
+        """PyTorch on every GPU NVML lists, or an error: a check that measured fewer devices would
+        report the slowest of those it could see (CUDA_VISIBLE_DEVICES set, MIG left on)."""
         if self._torch is None:
-            self._torch = TorchCuda(self._torch_module, seed=self.seed)
+            torch = TorchCuda(self._torch_module, seed=self.seed)
+            if len(torch.devices) != self.nvml.count:
+                visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+                why = (
+                    f"CUDA_VISIBLE_DEVICES={visible}"
+                    if visible is not None
+                    else "MIG mode, or a GPU CUDA cannot use"
+                )
+                raise RuntimeError(
+                    f"PyTorch sees {len(torch.devices)} CUDA device(s) and NVML {self.nvml.count} GPU(s) ({why}): "
+                    "measuring fewer than the node has would hide the others"
+                )
+            self._torch = torch
         return self._torch
 
     def inventory(self) -> Raw:
@@ -89,6 +104,10 @@ class GpuBackend(HostProbe):
         return self.torch.host_device(nbytes, seconds)
 
     def allreduce(self, nbytes: int | None, iters: int) -> Raw:
+        if self.nvml.count < 2 <= self.expected_gpus:
+            raise RuntimeError(
+                f"NVML lists {self.nvml.count} GPU(s) on a SKU with {self.expected_gpus}: no all-reduce to measure"
+            )
         if self.nvml.count < 2:
             raise Unsupported("one GPU: no intra-node all-reduce")
         from validation.burnin.probes import nccl
