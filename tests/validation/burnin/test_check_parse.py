@@ -252,6 +252,26 @@ def test_stress_power_brake_fails_the_node() -> None:
     assert out.status == "fail" and "GPU 2: hw_power_brake_slowdown for 3 s" in (out.reason or "")
 
 
+def test_stress_a_gpu_nvml_cannot_read_under_load_fails_the_node() -> None:
+    raw = fixture_json("stress/gpu_power_cap.json")
+    for sample in raw["samples"]:
+        lost = dict.fromkeys(("clock_mhz", "max_clock_mhz", "temp_c", "power_w", "energy_j", "throttle_mask"))
+        sample["devices"][3] = {**lost, "pcie_gen": None, "nvml_errors": ["GPU is lost"]}
+    out = parse("stress", raw)
+    assert out.status == "fail"
+    assert (
+        f"GPU 3: NVML GPU is lost in {len(raw['samples'])} of {len(raw['samples'])} samples" in out.findings
+    )
+
+
+def test_stress_judges_every_gpu_the_telemetry_lists_not_only_those_the_load_reached() -> None:
+    # The load saw one device (torch), the telemetry eight (NVML); GPU 5 slowed down for heat.
+    raw = fixture_json("stress/gpu_hw_thermal.json")
+    raw["work"] = raw["work"][:1]
+    out = parse("stress", raw)
+    assert out.status == "fail" and out.reason == "GPU 5: hw_thermal_slowdown for 8 s under load"
+
+
 def test_stress_cpu_thermal_throttle_counters() -> None:
     out = parse("stress", fixture_json("stress/cpu_thermal_throttle.json"), sku="cpu")
     assert out.status == "fail"

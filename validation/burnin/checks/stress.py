@@ -59,10 +59,20 @@ class Stress(Check):
         faults: list[str] = []
         notes: list[str] = []
         seen: set[str] = set()
-        for i, w in enumerate(work):
+        # Every device the telemetry lists is judged, whether or not the load reached it: a GPU the
+        # load did not see must still show its clocks and throttle reasons, or say why it cannot.
+        telemetry = max((len(s["devices"]) for s in samples), default=0)
+        for i in range(max(len(work), telemetry)):
+            w = work[i] if i < len(work) else {"device": i}
             who = device_label(ctx.sku, w.get("device"))
             series = [s["devices"][i] for s in steady if i < len(s["devices"])]
             every = [s["devices"][i] for s in samples if i < len(s["devices"])]
+            problems = sorted({p for x in every for p in x.get("nvml_errors") or []})
+            if problems:
+                # NVML answering with an error (not "not supported") about a GPU under load: the GPU
+                # is lost or its state unknown, and its silence must not read as a cool, fast GPU.
+                failed = sum(1 for x in every if x.get("nvml_errors"))
+                faults.append(f"{who}: NVML {'; '.join(problems)[:300]} in {failed} of {len(every)} samples")
             _clock(series, per, seen)
             _throttle(who, series, every, interval, per, faults, notes, seen)
             for key, metric in (("temp_c", "temperature_max_c"), ("power_w", "power_max_w")):
