@@ -63,7 +63,7 @@ class Stress(Check):
         # load did not see must still show its clocks and throttle reasons, or say why it cannot.
         telemetry = max((len(s["devices"]) for s in samples), default=0)
         for i in range(max(len(work), telemetry)):
-            w = work[i] if i < len(work) else {"device": i}
+            w: dict[str, Any] = work[i] if i < len(work) else {"device": i}
             who = device_label(ctx.sku, w.get("device"))
             series = [s["devices"][i] for s in steady if i < len(s["devices"])]
             every = [s["devices"][i] for s in samples if i < len(s["devices"])]
