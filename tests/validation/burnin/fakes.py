@@ -91,6 +91,9 @@ class FakeNvml:
     def nvmlDeviceGetTotalEccErrors(self, h: int, kind: int, counter: int) -> int:
         return int(self._get(h, "ecc_volatile" if counter == pynvml.NVML_VOLATILE_ECC else "ecc_aggregate"))
 
+    def nvmlDeviceGetEccMode(self, h: int) -> list[int]:
+        return list(self._get(h, "ecc_mode"))
+
     def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
         return tuple(self._get(h, "remapped"))  # type: ignore[return-value]
 
@@ -150,6 +153,7 @@ def h100(i: int, **over: Any) -> dict[str, Any]:
         "inforom": "G520.0200.00.05",
         "ecc_volatile": 0,
         "ecc_aggregate": 0,
+        "ecc_mode": (1, 1),  # current, pending: on, and staying on
         "remapped": (0, 0, 0, 0),
         "pcie": (5, 5, 5, 16, 16),
         "nvlink": [1] * 18,

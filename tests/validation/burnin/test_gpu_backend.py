@@ -66,6 +66,15 @@ def test_health_reads_pcie_under_load_and_passes_a_good_node() -> None:
             {"ecc_volatile": {"error": pynvml.NVML_ERROR_GPU_IS_LOST}},
             "GPU 2: NVML nvmlDeviceGetTotalEccErrors: GPU is lost",
         ),
+        # ECC off: the error counters answer "not supported", so only the mode tells.
+        (
+            {
+                "ecc_mode": (0, 0),
+                "ecc_volatile": {"error": pynvml.NVML_ERROR_NOT_SUPPORTED},
+                "ecc_aggregate": {"error": pynvml.NVML_ERROR_NOT_SUPPORTED},
+            },
+            "GPU 2: ECC is disabled (nvidia-smi -e 1, then a GPU reset)",
+        ),
     ],
 )
 def test_health_faults_read_through_nvml(override: dict[str, Any], finding: str) -> None:

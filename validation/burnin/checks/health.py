@@ -75,6 +75,12 @@ def _devices(
                 faults.append(f"{who}: {vol:g} uncorrectable ECC errors since the driver loaded")
         if agg is not None and agg > (vol or 0):
             notes.append(f"{who}: {agg:g} uncorrectable ECC errors over its lifetime (aggregate)")
+        mode = d.get("ecc_mode")
+        if mode is not None and not mode.get("current"):
+            # A data-centre GPU runs with ECC on; off, a flipped bit in HBM corrupts training silently.
+            faults.append(f"{who}: ECC is disabled (nvidia-smi -e 1, then a GPU reset)")
+        elif mode is not None and not mode.get("pending"):
+            notes.append(f"{who}: ECC is set to turn off at the next GPU reset")
         rows = d.get("remapped_rows")
         if rows is not None:
             if rows.get("pending"):

@@ -136,11 +136,16 @@ class Nvml:
             else:  # before Ampere: dynamic page retirement instead of row remapping
                 status = self._q(errors, nv.nvmlDeviceGetRetiredPagesPendingStatus, h)
                 retired = None if status is None else bool(status)
+            # With ECC off the error counters answer "not supported": the mode says why they are silent.
+            mode = self._q(errors, nv.nvmlDeviceGetEccMode, h)
             devices.append(
                 {
                     "index": i,
                     "bus_id": _text(pci.busId) if pci is not None else "",
                     "ecc": ecc,
+                    "ecc_mode": None
+                    if mode is None
+                    else {"current": bool(mode[0]), "pending": bool(mode[1])},
                     "remapped_rows": remapped,
                     "retired_pages_pending": retired,
                     "pcie": pcie[i],
