@@ -74,6 +74,9 @@ class CheckRecord(_Record):
     backend: str = ""
     duration_s: Number = Field(ge=0)
     error: str | None = None
+    # A digest of what set this check's measuring and judging (the spec's thresholds, its options,
+    # the storage path): `--resume` keeps the record only under the same. Older files have none.
+    settings: str | None = None
 
     @model_validator(mode="after")
     def _status_is_earned(self) -> CheckRecord:

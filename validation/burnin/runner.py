@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import multiprocessing as mp
 import os
@@ -271,7 +272,9 @@ def _run_locked(
             log = raw_dir / f"{name}.log" if raw_dir is not None else None
             started = utc_now()
             result, wall = launcher.run(Job(name, ctx, opts.registry, log), timeout)
-            record = _record(base, name, started, wall, result, log)
+            record = _record(base, name, started, wall, result, log).model_copy(
+                update={"settings": check_settings(opts, name)}
+            )
             if log is not None and log.exists() and log.stat().st_size == 0:
                 log.unlink()  # keep logs only for checks that said something
             writer.append(record)
@@ -417,11 +420,24 @@ def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[
     for rec in found.checks:
         if rec.run_id != run.run_id:
             continue
-        if rec.status == "error":
-            kept.pop(rec.check, None)  # re-run: an error is not an answer
+        stale = rec.settings is not None and rec.settings != check_settings(opts, rec.check)
+        if rec.status == "error" or stale:
+            # Re-run: an error is not an answer, and a record measured or judged under other
+            # thresholds, options or storage is another run's answer.
+            kept.pop(rec.check, None)
         else:
             kept[rec.check] = rec
     return run, kept
+
+
+def check_settings(opts: RunOptions, check: str) -> str:
+    """What decides how `check` measures and is judged, as a short digest for its record."""
+    settings = {
+        "thresholds": {k: v.model_dump(mode="json") for k, v in sorted(opts.thresholds.items())},
+        "options": dict(opts.options.get(check, {})),
+        "storage_path": str((opts.storage_path or opts.out_dir).resolve()),
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _trim_partial_tail(path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from fleet.catalog import get_sku
 from fleet.results import ResultsWriter, read_results
+from fleet.spec import ThresholdOverride
 from tests.validation.burnin.fake_checks import Ok
 from tests.validation.burnin.helpers import FAKE_REGISTRY
 from validation.burnin.registry import Registry
@@ -161,6 +162,24 @@ def test_resume_reruns_errors_and_keeps_the_rest(tmp_path: Path) -> None:
     on_disk = read_results(first.path)
     assert len(on_disk.runs) == 1
     assert [c.check for c in on_disk.checks] == ["ok", "flaky", "ok2", "flaky"]  # readers take the last
+
+
+def test_resume_reruns_what_was_measured_under_other_settings(tmp_path: Path) -> None:
+    first = run_burnin(opts(tmp_path, ["ok", "ok2"], options={"ok2": {"note": "a"}}))
+    same = {"options": {"ok2": {"note": "a"}}}
+    # The same settings: both kept.
+    assert run_burnin(opts(tmp_path, None, resume=True, **same)).kept == ["ok", "ok2"]  # type: ignore[arg-type]
+    # ok2's options changed: ok2 alone is measured again; a pass judged before is not this run's.
+    again = run_burnin(opts(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}))  # type: ignore[arg-type]
+    assert again.run_id == first.run_id and again.kept == ["ok"]
+    assert [r.record.check for r in again.runs] == ["ok2"]
+    # Thresholds or the storage path judge and measure every check: nothing is kept.
+    for change in (
+        {"thresholds": {"x": ThresholdOverride(floor=1.0)}},
+        {"storage_path": tmp_path / "elsewhere"},
+    ):
+        redone = run_burnin(opts(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}, **change))  # type: ignore[arg-type]
+        assert redone.kept == [] and [r.record.check for r in redone.runs] == ["ok", "ok2"]
 
 
 def test_resume_refuses_a_different_run(tmp_path: Path) -> None:
