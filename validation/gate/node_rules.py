@@ -35,6 +35,10 @@ def judge_records(ev: NodeEvidence, settings: GateSettings, metrics: Mapping[str
     else:
         judged = [_judge_run(ev, run, settings, metrics) for run in candidates]
         verdict = max(judged, key=_badness)
+        # The floors and the fleet's statistics come later: whichever run is kept, each of its
+        # figures is the worse the candidates measured, so a tie never picks the faster run.
+        for other in judged:
+            _worse_figures(verdict.metrics, other.metrics, metrics)
     _file_rules(verdict, ev)
     return verdict
 
@@ -175,14 +179,22 @@ def _worst_values(
     worst: dict[str, float] = {}
     for rec in peers:
         for metric, value in rec.metrics.items():
-            prev = worst.get(metric)
-            known = metrics.get(metric)
-            higher = known is None or known.higher_is_better
-            if prev is not None and math.isnan(prev):
-                continue  # NaN is no measurement: it stays, and measures.py rejects the node for it
-            if prev is None or math.isnan(value) or (value < prev if higher else value > prev):
+            if metric not in worst:
                 worst[metric] = value
+        _worse_figures(worst, rec.metrics, metrics)
     return chosen.model_copy(update={"metrics": worst})
+
+
+def _worse_figures(kept: dict[str, float], other: Mapping[str, float], metrics: Mapping[str, Metric]) -> None:
+    """Lower each of `kept`'s figures to `other`'s where that is worse (NaN, no measurement, stays)."""
+    for metric, prev in kept.items():
+        value = other.get(metric)
+        if value is None or math.isnan(prev):
+            continue
+        known = metrics.get(metric)
+        higher = known is None or known.higher_is_better
+        if math.isnan(value) or (value < prev if higher else value > prev):
+            kept[metric] = value
 
 
 def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:

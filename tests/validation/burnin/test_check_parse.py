@@ -294,6 +294,13 @@ def test_stress_too_short_by_its_settings_is_refused_even_when_the_load_overran(
     assert "needs at least 4 windows" in (out.reason or "")
 
 
+def test_efficiency_refuses_to_pair_work_and_power_of_different_device_counts() -> None:
+    raw = fixture_json("stress/gpu_power_cap.json")
+    raw["work"] = raw["work"][:1]
+    out = parse("efficiency", raw)
+    assert out.status == "error" and out.reason == "the load ran on 1 device(s), the power telemetry lists 8"
+
+
 def test_efficiency_from_energy_counters_and_skip_without_power() -> None:
     out = parse("efficiency", fixture_json("stress/gpu_power_cap.json"))
     tflops = 2 * 8192**3 * 4800 / 12 / 1e12

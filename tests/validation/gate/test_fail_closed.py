@@ -170,3 +170,15 @@ def test_of_two_records_a_check_cannot_order_the_worse_figure_counts() -> None:
     result = decide(as_files(records))
     assert result.node("node2").metrics["gemm_bf16_tflops"] == 100.0
     assert ("floor", "gemm_bf16_tflops") in rules_of(result, "node2")
+
+
+def test_of_two_runs_the_gate_cannot_order_the_worse_figure_counts() -> None:
+    records = fleet(4)
+    # Two whole runs of node2 started at the same instant: r1 slow, r2 (the greater run_id) fast.
+    records["node2"] = [
+        *node_records("node2", run_id="r1", scale={"gemm_bf16_tflops": 0.14}),
+        *node_records("node2", run_id="r2"),
+    ]
+    result = decide(as_files(records))
+    assert result.node("node2").metrics["gemm_bf16_tflops"] < 593.4  # the slow run's figure
+    assert ("floor", "gemm_bf16_tflops") in rules_of(result, "node2")

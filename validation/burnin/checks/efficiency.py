@@ -40,6 +40,11 @@ class Efficiency(Check):
         samples: list[dict[str, Any]] = raw.get("samples") or []
         per: list[float] = []
         notes: list[str] = []
+        telemetry = max((len(s["devices"]) for s in samples), default=0)
+        if work and telemetry != len(work):
+            # Work and power are paired by device index: with other counts a GPU's TFLOP/s would be
+            # divided by another GPU's watts.
+            return error(f"the load ran on {len(work)} device(s), the power telemetry lists {telemetry}")
         for i, w in enumerate(work):
             who = device_label(ctx.sku, w.get("device"))
             watts = _average_watts([s for s in samples if i < len(s["devices"])], i)
