@@ -351,14 +351,14 @@ def iter_result_paths(inputs: Iterable[Path]) -> Iterator[Path]:
 # ------------------------------------------------------------------ times and node names
 
 
-def stamp_after_latest(path: Path, stamp: str | None = None) -> str:
-    """`stamp` (now when None), or just after the file's latest record where that is not later.
+def stamp_after_latest(results: ResultFile, stamp: str | None = None) -> str:
+    """`stamp` (now when None), or just after the latest record of `results` (a node's file, as
+    read) where that is not later.
 
     What the controller appends to a node's fetched file must be the record the gate counts (its
     latest): a node's clock may run behind, or ahead, and a node could date a record it forged in
     the future to outrank the controller's figure.
     """
-    results = read_results(path)
     stamps = [parsed_instant(r.started) for r in (*results.runs, *results.checks)]
     latest = max((s for s in stamps if s is not None), default=None)
     wanted = parsed_instant(stamp) if stamp is not None else datetime.now(UTC)

@@ -422,16 +422,16 @@ class FabricStage:
             path = results_dir / f"{host}.jsonl"
             if not path.is_file():
                 continue
-            runs = read_results(path).runs
-            if not runs:
+            found = read_results(path)
+            if not found.runs:
                 continue
-            run = runs[-1]
+            run = found.runs[-1]
             record = CheckRecord(
                 run_id=run.run_id,
                 node=run.node,
                 sku=run.sku,
                 level=run.level,
-                started=stamp_after_latest(path),
+                started=stamp_after_latest(found),
                 check=FABRIC_CHECK,
                 status="pass",
                 metrics=metrics,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.metrics import MULTINODE_CHECK
-from fleet.results import CheckRecord, ResultsWriter, read_results, stamp_after_latest
+from fleet.results import CheckRecord, ResultFile, ResultsWriter, read_results, stamp_after_latest
 from validation.fleetrun.fabric import read_round
 from validation.gate import natural_key
 
@@ -82,7 +82,8 @@ def measure_fleet_collective(
     failed: dict[str, str] = {}
     for host in hosts:
         path = results_dir / f"{host}.jsonl"
-        runs = read_results(path).runs if path.is_file() else []
+        found = read_results(path) if path.is_file() else ResultFile(path)
+        runs = found.runs
         if not runs:
             failed[host] = "its results file holds no run to add the all-reduce to"
             continue
@@ -100,7 +101,7 @@ def measure_fleet_collective(
                 node=run.node,
                 sku=run.sku,
                 level=run.level,
-                started=stamp_after_latest(path, None),
+                started=stamp_after_latest(found),
                 check=MULTINODE_CHECK,
                 status="error",
                 reason=reason,
@@ -116,7 +117,7 @@ def measure_fleet_collective(
                 "run_id": run.run_id,
                 "sku": run.sku,
                 "level": run.level,
-                "started": stamp_after_latest(path, record.started),
+                "started": stamp_after_latest(found, record.started),
             }
             record = record.model_copy(update=joined)
             written.append(host)

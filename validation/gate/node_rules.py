@@ -186,15 +186,22 @@ def _worst_values(
 
 
 def _worse_figures(kept: dict[str, float], other: Mapping[str, float], metrics: Mapping[str, Metric]) -> None:
-    """Lower each of `kept`'s figures to `other`'s where that is worse (NaN, no measurement, stays)."""
+    """Lower each of `kept`'s figures to `other`'s where that is worse."""
     for metric, prev in kept.items():
         value = other.get(metric)
-        if value is None or math.isnan(prev):
-            continue
-        known = metrics.get(metric)
-        higher = known is None or known.higher_is_better
-        if math.isnan(value) or (value < prev if higher else value > prev):
+        if value is not None and _worse(metric, value, prev, metrics):
             kept[metric] = value
+
+
+def _worse(metric: str, value: float, prev: float, metrics: Mapping[str, Metric]) -> bool:
+    """Whether `value` is a worse figure of `metric` than `prev`. NaN, no measurement, is the worst
+    of all: it stays, and measures.py rejects the node for it."""
+    if math.isnan(prev):
+        return False
+    if math.isnan(value):
+        return True
+    known = metrics.get(metric)
+    return value < prev if known is None or known.higher_is_better else value > prev
 
 
 def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:
@@ -232,12 +239,9 @@ def _take_metrics(
             continue
         for metric, value in measured.items():
             prev = values.get(metric)
-            if prev is not None:
-                # Two checks reported one metric: the worse value stands (fail closed).
-                known = metrics.get(metric)
-                higher = known is None or known.higher_is_better
-                if (value >= prev) if higher else (value <= prev):
-                    continue
+            # Two checks reported one metric: the worse value stands (fail closed).
+            if prev is not None and not _worse(metric, value, prev, metrics):
+                continue
             values[metric] = value
             producers[metric] = name
 
