@@ -24,7 +24,6 @@ from outside, and appends a record as each check ends (docs/results.md).
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -62,6 +61,7 @@ from fleet.results import (
 )
 from fleet.spec import ThresholdOverride
 from validation.burnin.context import CheckContext
+from validation.burnin.ownfile import NotOwnFile, open_own
 from validation.burnin.procutil import kill_group, pin_blas_threads
 from validation.burnin.registry import PRODUCT_REGISTRY, Registry, load_registry
 from validation.burnin.worker import Job, child_main
@@ -298,18 +298,13 @@ def hold_results(results: Path) -> Iterator[None]:
     """
     path = lock_path(results)
     try:
-        # NOFOLLOW: a planted link must not make root create or truncate a file elsewhere;
-        # NONBLOCK: a planted FIFO must not hang the open.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        # A planted link must not make root create or truncate a file elsewhere, nor a FIFO hang it.
+        fd = open_own(path, os.O_RDWR)
+    except NotOwnFile as exc:
+        raise OutputError(f"{path}: the lock file is {exc.what}; move it away", during_run=False) from None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OutputError(
-                f"{path}: the lock file is a symbolic link; move it away", during_run=False
-            ) from None
         raise OutputError(f"{path}: cannot create the lock file ({_why(exc)})", during_run=False) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OutputError(f"{path}: the lock file is not a regular file; move it away", during_run=False)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import json
 import os
 import select
 import signal
-import stat
 import sys
 import threading
 import time
@@ -34,6 +32,7 @@ import validation.burnin.checks  # noqa: F401
 from fleet.results import LEVELS, Level
 from validation.burnin.backends import MissingDependencyError, Unsupported, make_backend
 from validation.burnin.context import CheckContext
+from validation.burnin.ownfile import open_own
 from validation.burnin.procutil import die_with_parent, pin_blas_threads
 from validation.burnin.registry import PRODUCT_REGISTRY, load_registry
 
@@ -144,25 +143,10 @@ def _keep_raw(ctx: CheckContext, check: str, raw: Any) -> None:
 
 
 def open_output(path: Path) -> int:
-    """A descriptor on `path` for writing, emptied: a file of its own, never what an entry planted
-    in the output folder points at.
-
-    A root burn-in must not write outside its folder: a symbolic link is refused (O_NOFOLLOW), a
-    FIFO or device is refused before anything is written, and so is a hard link to another file
-    (checked before the file is emptied, so that file is left as it was).
-    """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    """A descriptor on `path` for writing, emptied only once it is known to be the burn-in's own
+    file (validation/burnin/ownfile.py): a root burn-in must not write outside its folder."""
+    fd = open_own(path, os.O_WRONLY)
     try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise OSError(errno.EPERM, "a symbolic link; refused", str(path)) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise OSError(errno.EPERM, "not a regular file of its own; refused", str(path))
-        os.set_blocking(fd, True)
         os.ftruncate(fd, 0)
     except BaseException:
         os.close(fd)
