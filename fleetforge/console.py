@@ -57,20 +57,25 @@ def spec_exit_code(exc: SpecError) -> int:
     return exitcodes.NO_INPUT if exc.no_input else exitcodes.DATA
 
 
-def load_spec_or_exit(path: Path) -> FleetSpec:
-    """The spec, or exit 65/66 naming what is wrong: what pydantic checks, and the per-check
+def checked_spec(path: Path) -> FleetSpec:
+    """The spec, or SpecError naming what is wrong: what pydantic checks, and the per-check
     parameters the burn-in's registry does not know (a node would refuse them mid-run)."""
     from validation.burnin.checks import REGISTRY
     from validation.burnin.registry import option_problems
 
-    try:
-        spec = load_spec(path)
-    except SpecError as exc:
-        spec_failed(exc)
+    spec = load_spec(path)
     problems = option_problems(REGISTRY, spec.validation.checks)
     if problems:
-        spec_failed(SpecError(str(path), problems))
+        raise SpecError(str(path), problems)
     return spec
+
+
+def load_spec_or_exit(path: Path) -> FleetSpec:
+    """The spec (checked_spec), or exit 65/66 naming what is wrong."""
+    try:
+        return checked_spec(path)
+    except SpecError as exc:
+        spec_failed(exc)
 
 
 def fail(message: str, code: int) -> NoReturn:

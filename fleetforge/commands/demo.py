@@ -17,9 +17,9 @@ import typer
 from rich.rule import Rule
 from rich.text import Text
 
-from fleet.spec import FleetSpec, SpecError, load_spec
+from fleet.spec import FleetSpec, SpecError
 from fleetforge import exitcodes
-from fleetforge.console import QUIET_HELP, VERBOSE_HELP, err, load_spec_or_exit, out, verbosity
+from fleetforge.console import QUIET_HELP, VERBOSE_HELP, checked_spec, err, load_spec_or_exit, out, verbosity
 from fleetforge.defaults import default_spec_path
 
 
@@ -89,7 +89,7 @@ def _check_examples(folder: Path) -> None:
     can_plan = importlib.util.find_spec("pulumi") is not None
     for example in sorted(folder.glob("**/*.yaml")):
         try:
-            spec = load_spec(example)
+            spec = checked_spec(example)
         except SpecError as exc:
             bad += 1
             err.print(Text(exc.render(), style="red"))

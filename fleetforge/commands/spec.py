@@ -15,9 +15,9 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from fleet.spec import FleetSpec, SpecError, json_schema, load_spec
+from fleet.spec import FleetSpec, SpecError, json_schema
 from fleetforge import exitcodes
-from fleetforge.console import err, out, print_json, spec_exit_code
+from fleetforge.console import checked_spec, err, out, print_json, spec_exit_code
 
 spec_app = typer.Typer(help="Validate fleet specs and print their schema.", no_args_is_help=True)
 
@@ -34,12 +34,13 @@ def check(
         ),
     ] = False,
 ) -> None:
-    """Validate fleet specs offline: types, catalog facts and cross-field rules, every problem at once."""
+    """Validate fleet specs offline: types, catalog facts, cross-field rules and the burn-in's check
+    parameters, as every command that reads a spec checks them."""
     worst = exitcodes.OK
     report: list[dict[str, Any]] = []
     for path in files:
         try:
-            spec = load_spec(path)
+            spec = checked_spec(path)
         except SpecError as exc:
             worst = max(worst, spec_exit_code(exc))
             report.append(_entry(path, exc.problems))

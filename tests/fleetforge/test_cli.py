@@ -94,6 +94,29 @@ def test_spec_check_names_every_problem_in_one_run(
         assert field in err
 
 
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        ({"stres": {"seconds": 1}}, "validation.checks.stres: unknown check; known: inventory, health"),
+        ({"memory": {"byte": 2**26}}, "validation.checks.memory.byte: unknown parameter of memory"),
+        ({"memory": {"bytes": 4096}}, "validation.checks.memory.bytes: memory's bytes is at least 1048576"),
+    ],
+)
+def test_spec_check_refuses_the_check_parameters_a_burn_in_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], checks: dict[str, object], message: str
+) -> None:
+    doc = yaml.safe_load((EXAMPLES / "onprem-hgx-h100.yaml").read_text())
+    doc["validation"] = {"checks": checks}
+    path = tmp_path / "checks.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    code, _, err = run(capsys, "spec", "check", str(path))
+    assert code == exitcodes.DATA and message in " ".join(err.split()), err
+    # The same file, handed to the burn-in, is refused for the same reason.
+    code, _, err = run(capsys, "burnin", "--sku", "cpu", "--spec", str(path), "--out", str(tmp_path / "o"))
+    assert code == exitcodes.DATA and message in " ".join(err.split()), err
+    assert not (tmp_path / "o").exists()
+
+
 def test_spec_check_json_lists_each_file_with_its_problems(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -35,6 +35,9 @@ class Check(ABC):
     timeouts: ClassVar[Mapping[Level, float]]
     # Measurement parameters per level (durations, sizes); ctx.options overrides them.
     level_params: ClassVar[Mapping[Level, Mapping[str, Any]]] = {}
+    # Sizes (whole numbers) a check takes when the spec gives them, each with the smallest allowed.
+    # Unset, the backend sizes them to the device: a GPU's copy buffer follows its memory.
+    size_params: ClassVar[Mapping[str, int]] = {}
 
     def applies_to(self, sku: Sku) -> str | None:
         """None when the check applies to this SKU, else why it is skipped."""
@@ -61,6 +64,7 @@ class Check(ABC):
         for params in self.level_params.values():
             for key, value in params.items():
                 kinds[key] = int if isinstance(value, int) and not isinstance(value, bool) else float
+        kinds.update(dict.fromkeys(self.size_params, int))
         return kinds
 
     @abstractmethod
@@ -122,21 +126,27 @@ class Registry:
 
 def option_problems(registry: Registry, options: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str]]:
     """(field, what is wrong) for each per-check parameter override (fleet spec `validation.checks`)
-    that names a check or a parameter the registry does not know, or gives a fraction where the
-    parameter counts (bytes, iterations)."""
+    that names a check or a parameter the registry does not know, gives a fraction where the
+    parameter counts (bytes, iterations), or a size below the smallest the check measures with."""
     problems: list[tuple[str, str]] = []
     for name, params in options.items():
         where = f"validation.checks.{name}"
         if name not in registry:
             problems.append((where, f"unknown check; known: {', '.join(registry.names())}"))
             continue
-        kinds = registry.get(name).param_kinds()
+        check = registry.get(name)
+        kinds = check.param_kinds()
         for key, value in params.items():
             if key not in kinds:
                 allowed = ", ".join(sorted(kinds)) or "none (it takes no parameters)"
                 problems.append((f"{where}.{key}", f"unknown parameter of {name}; allowed: {allowed}"))
             elif kinds[key] is int and not isinstance(value, int):
                 problems.append((f"{where}.{key}", f"{name}'s {key} is a whole number, got {value!r}"))
+            elif (
+                key in check.size_params and isinstance(value, int | float) and value < check.size_params[key]
+            ):
+                smallest = check.size_params[key]
+                problems.append((f"{where}.{key}", f"{name}'s {key} is at least {smallest}, got {value!r}"))
     return problems
 
 

@@ -353,6 +353,14 @@ def test_check_parameter_overrides_lengthen_the_timeout_and_are_checked_against_
     stress = REGISTRY.get("stress")
     assert stress.param_kinds() == {"seconds": float, "interval_s": float}
     assert REGISTRY.get("storage").param_kinds() == {"bytes": int, "block": int}
+    # Sizes the backends take but no level sets (the device's own by default) may be given too.
+    assert REGISTRY.get("memory").param_kinds() == {"seconds": float, "bytes": int}
+    assert REGISTRY.get("compute").param_kinds()["n"] is int
+    assert option_problems(REGISTRY, {"memory": {"bytes": 2**26}, "collectives": {"bytes": 2**20}}) == []
+    assert option_problems(REGISTRY, {"memory": {"bytes": 2**26 + 0.5}, "compute": {"n": 8}}) == [
+        ("validation.checks.memory.bytes", f"memory's bytes is a whole number, got {2**26 + 0.5!r}"),
+        ("validation.checks.compute.n", "compute's n is at least 256, got 8"),
+    ]
     quick = ctx("cpu")
     assert stress.timeout(quick) == stress.timeouts["quick"]
     longer = CheckContext(sku=quick.sku, level="quick", options={"stress": {"seconds": 600}})

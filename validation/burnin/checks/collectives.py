@@ -29,6 +29,7 @@ class Collectives(Check):
         "standard": {"iters": 20},
         "extended": {"iters": 50},
     }
+    size_params = {"bytes": 2**20}
 
     def applies_to(self, sku: Sku) -> str | None:
         if sku.accelerators_per_node == 1:

@@ -38,6 +38,7 @@ class Compute(Check):
         "standard": {"seconds": 5.0, "buffers": 4},
         "extended": {"seconds": 30.0, "buffers": 8},
     }
+    size_params = {"n": 256}
 
     def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
         p = self.params(ctx)

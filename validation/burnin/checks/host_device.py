@@ -20,6 +20,7 @@ class HostDevice(Check):
         "standard": {"seconds": 2.0},
         "extended": {"seconds": 10.0},
     }
+    size_params = {"bytes": 2**20}
 
     def applies_to(self, sku: Sku) -> str | None:
         if sku.accelerators_per_node == 0:

@@ -20,6 +20,7 @@ class Memory(Check):
         "standard": {"seconds": 5.0},
         "extended": {"seconds": 20.0},
     }
+    size_params = {"bytes": 2**20}
 
     def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
         p = self.params(ctx)
