@@ -52,8 +52,8 @@ VALIDATION: dict[str, Any] = {
     # all-reduce, which keep their quick durations. 2 s of load in 0.25 s windows still gives the
     # stress check its throughput ratio; 32 MiB still reads and writes far past the floors. The copy
     # buffers are a quarter of the CPU default (256 MiB), still past any L3: the copy's second is the
-    # same, but filling and faulting in the buffers before it took a healthy host 2 of its 3.4 s and
-    # a capped one 17 of its 21 s (one host's burn-in, same machine and hour: 3.4 s -> 1.4 s).
+    # same, but filling and faulting in the buffers before it took most of the check: 3.4 s -> 1.4 s
+    # on a healthy host, 20.8 s -> 3.4 s on one capped at SLOW_CPU (same machine and hour).
     "checks": {
         "stress": {"seconds": 2, "interval_s": 0.25},
         "storage": {"bytes": 32 * 2**20},
