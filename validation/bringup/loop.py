@@ -512,13 +512,16 @@ class _Loop:
     def replace(self, r: dict[str, Any], chosen: Sequence[tuple[NodeVerdict, list[str], str]]) -> list[str]:
         """Replace the chosen nodes; the names whose replacement failed."""
         hostvars = self.read_inventory().hostvars
-        nodes = rejected_nodes([(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], hostvars)
-        self.replacer.check(nodes)
         var = self.replacer.identity_var
-        instances = {} if var is None else _identities([n.name for n in nodes], hostvars, var)
+        instances = {} if var is None else _identities([v.node for v, _, _ in chosen], hostvars, var)
         unknown = sorted((h for h, i in instances.items() if i is None), key=natural_key)
         if var is not None and unknown:
             raise BringupError(_no_identity(var, unknown) + "; nothing was replaced", "DATA")
+        chosen = self.still_the_measured(r, chosen, instances)
+        if not chosen:
+            return []
+        nodes = rejected_nodes([(v.node, [x.message for x in v.reasons]) for v, _, _ in chosen], hostvars)
+        self.replacer.check(nodes)
         # Saved before the cloud is asked: an interruption from here on never asks it twice.
         r["phase"] = "replacing"
         r["replacing"] = [
@@ -547,6 +550,34 @@ class _Loop:
         r["phase"] = "replaced"
         self.save()
         return failed
+
+    def still_the_measured(
+        self,
+        r: dict[str, Any],
+        chosen: Sequence[tuple[NodeVerdict, list[str], str]],
+        instances: Mapping[str, str | None],
+    ) -> list[tuple[NodeVerdict, list[str], str]]:
+        """The chosen nodes whose name still shows the instance this round measured. A name that
+        shows another (the group healed it, a private address was reused) is not replaced: the
+        action would hit a machine nobody judged. Its new instance is burned in next round."""
+        measured = r.get("instances", {})
+        keep = []
+        for v, keys, slot in chosen:
+            then, now = measured.get(v.node), instances.get(v.node)
+            if then is not None and now != then:
+                r["retry"].append(
+                    {
+                        "node": v.node,
+                        "instance": then,
+                        "why": f"another instance ({now}) holds the name since its burn-in: not "
+                        "replaced, burned in again",
+                    }
+                )
+                self.say(f"round {r['round']}: {v.node}: {r['retry'][-1]['why']}")
+                continue
+            keep.append((v, keys, slot))
+        self.save()
+        return keep
 
     def replaced(self, r: dict[str, Any], asked: Mapping[str, Any], ok: bool, detail: str) -> None:
         r["replaced"].append({**asked, "action": self.replacer.name, "ok": ok, "detail": detail})

@@ -57,6 +57,7 @@ class FakeFleet:
     slow_from: dict[str, int] = field(default_factory=dict)  # host -> the burn-in it turns slow at
     reuse_names: set[str] = field(default_factory=set)  # replaced by an instance under the same name
     heal: set[str] = field(default_factory=set)  # hosts the cloud replaces on its own while replacing
+    heal_during_run: dict[str, int] = field(default_factory=dict)  # host -> the burn-in it is healed in
     no_identity: set[str] = field(default_factory=set)  # hosts whose instance id is not in the inventory
     on_new_instance: Callable[[FakeFleet, str], None] | None = None  # how a new VM behaves
     _ids: itertools.count[int] = field(default_factory=itertools.count)
@@ -119,6 +120,9 @@ class FakeFleet:
             with ResultsWriter(results / f"{host}.jsonl") as w:
                 for r in records:
                     w.append(r)
+        for host, run in self.heal_during_run.items():
+            if run == len(self.runs):
+                self.new_instance(host)  # measured, then replaced by the group before the gate
         return BurnIn(results_dir=results, host_reasons=reasons, summary={"status": "successful", "rc": 0})
 
     # InventoryReader

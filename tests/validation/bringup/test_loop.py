@@ -298,6 +298,23 @@ def test_a_replacement_under_the_replaced_hosts_name_is_its_replacement(tmp_path
     assert doc["pending"] == [] and doc["retired"] == {}
 
 
+def test_a_reject_whose_name_shows_another_instance_is_burned_in_again_not_replaced(tmp_path: Path) -> None:
+    # node2 measures slow; before the gate the group heals it on its own (same name, another VM).
+    fleet = FakeFleet(
+        list(NODES), slow={"node2"}, identity=True, reuse_names={"node2"}, heal_during_run={"node2": 1}
+    )
+    measured = fleet.instance("node2")
+    outcome = run(fleet, tmp_path)
+    assert outcome.status == "ready", outcome.reason
+    # The machine now under the name was never judged: it is burned in, not handed to the cloud.
+    assert fleet.replaced == [] and fleet.runs == [(), ("node2",)]
+    r1 = on_disk(tmp_path)["rounds"][0]
+    assert r1["replaced"] == [] and [(x["node"], x["instance"]) for x in r1["retry"]] == [
+        ("node2", str(measured))
+    ]
+    assert "another instance" in r1["retry"][0]["why"]
+
+
 def test_a_node_without_its_instance_id_is_not_replaced(tmp_path: Path) -> None:
     fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, no_identity={"node2"})
     with pytest.raises(BringupError) as err:
