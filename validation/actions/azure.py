@@ -7,10 +7,15 @@ feed, and deleting an instance lowers `sku.capacity` by one. So each node takes 
 1. `virtual_machine_scale_sets.get`: the sku (name, tier, capacity) before the delete;
 2. `begin_delete_instances` with the node's instance id, waited for;
 3. `begin_update` with the same sku and the capacity put back, waited for, so the set returns to
-   `nodes + spares` (the value the Pulumi stack declares) and the new VM lands on a fresh allocation.
+   its size before the delete and the new VM lands on a fresh allocation.
 
-`capacity` pins the restored size (e.g. nodes + spares from the fleet spec); by default it is the
-capacity read in step 1. Nodes run one after the other, so reads and restores do not interleave.
+`capacity` pins the restored size of each scale set a rejected node is in: it is per scale set, not
+the fleet's `nodes + spares` (a fleet split over several scale sets, one per InfiniBand domain,
+has a different size in each). The same value is sent to every scale set. By default the target is
+the capacity read in step 1. A target below (capacity read - instances this step deletes) would
+make Azure scale in and delete healthy VMs its scale-in policy picks, so such a step is refused
+after the read and before the delete: nothing is deleted or patched. Nodes run one after the other,
+so reads and restores do not interleave.
 Credentials come from DefaultAzureCredential (environment, workload or managed identity, az login).
 """
 
@@ -71,6 +76,10 @@ class AzureReplace(Action):
             later.append("parameters.sku.capacity: sku.capacity read by get before the delete")
         else:
             sku["capacity"] = self.capacity
+            later.append(
+                "refused before the delete (nothing deleted) if parameters.sku.capacity is below "
+                "the sku.capacity read by get minus the instances deleted"
+            )
         calls = (
             Call("azure-mgmt-compute", TARGET, "get", dict(where), scope),
             Call(
@@ -130,10 +139,24 @@ class AzureReplace(Action):
             raise StepFailed(f"scale set {get.params['vm_scale_set_name']!r} reports no sku.capacity")
         done.append(CallOutcome(get, f"sku {sku.name} x {before}"))
 
+        deleting = list(delete.params["vm_instance_i_ds"]["instanceIds"])
+        target = update.params["parameters"]["sku"].get("capacity", before)
+        floor = before - len(deleting)
+        if target < floor:
+            # Checked before the delete: a PATCH below what the delete leaves makes Azure scale in
+            # and remove healthy VMs chosen by the scale set's scale-in policy.
+            raise StepFailed(
+                f"refused, nothing deleted: target capacity {target} for scale set "
+                f"{get.params['vm_scale_set_name']!r} ({get.params['resource_group_name']}) is below "
+                f"{floor} (capacity read {before} - {len(deleting)} instance(s) this step deletes: "
+                f"{', '.join(deleting)}); Azure would scale in and delete healthy VMs. The capacity "
+                "is per scale set: pin each scale set's own size, or leave it unset to restore the "
+                "capacity read"
+            )
+
         self._wait(vmss.begin_delete_instances(**delete.params), "delete_instances")
         done.append(CallOutcome(delete, "deleted"))
 
-        target = update.params["parameters"]["sku"].get("capacity", before)
         sent = Call(
             update.sdk,
             update.target,

@@ -7,10 +7,14 @@ node is read first and the patch carries its other taints plus ours, and the rea
 `metadata.resourceVersion`: a concurrent change makes the API answer 409 instead of losing a
 taint. A 409 is retried with a fresh read, a few times. Pods already running stay unless the
 effect is NoExecute. Credentials: kubeconfig (optionally a named context) or the in-cluster account.
+The kubeconfig is `$KUBECONFIG` when set (a `:`-separated list is merged, as kubectl does), else
+`~/.kube/config` when it exists; otherwise the in-cluster service account. Nothing is printed (a
+`--json` report owns stdout), and the client's process-wide default configuration is left alone.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -95,8 +99,20 @@ class KubernetesTaint(Action):
         if self._api is None:
             from kubernetes import client, config  # type: ignore[import-untyped]  # lazy: the cloud extra
 
-            config.load_config(**({"context": self.context} if self.context else {}))
-            self._api = client.CoreV1Api()
+            # Not config.load_config: it tests os.path.exists on $KUBECONFIG as one path (so a
+            # kubectl-style list falls through to in-cluster), reads $KUBECONFIG once at import,
+            # and prints a notice to stdout. load_kube_config merges a list of files itself.
+            configuration = client.Configuration()
+            kubeconfig = os.environ.get("KUBECONFIG") or (
+                "~/.kube/config" if os.path.exists(os.path.expanduser("~/.kube/config")) else None
+            )
+            if kubeconfig is not None:
+                config.load_kube_config(
+                    config_file=kubeconfig, context=self.context, client_configuration=configuration
+                )
+            else:
+                config.load_incluster_config(client_configuration=configuration)
+            self._api = client.CoreV1Api(client.ApiClient(configuration))
         return self._api
 
     def _execute(self, step: PlannedStep, done: list[CallOutcome]) -> str:

@@ -115,6 +115,37 @@ def test_pinned_capacity_is_the_spec_size() -> None:
     report = run_actions([action(transport, capacity=10)], [az_node("gpu-01", "3")], dry_run=False)
     assert report.ok and transport.sent[-1][2] == {"sku": {**SKU, "capacity": 10}}
     assert "restore capacity 10" in report.steps[0].summary
+    assert "refused before the delete" in report.steps[0].describe()
+
+
+def test_a_target_below_what_the_delete_leaves_is_refused_before_anything_is_deleted() -> None:
+    # Capacity 4, one instance deleted: a PATCH to 2 would make Azure scale in a healthy VM.
+    scale_set = ScaleSet(capacity=4)
+    transport = CannedTransport(scale_set)
+    report = run_actions([action(transport, capacity=2)], [az_node("gpu-01", "3")], dry_run=False)
+    assert not report.ok
+    assert calls(transport) == [("GET", VMSS, None)]  # no delete, no PATCH
+    assert scale_set.capacity == 4
+    (failed,) = report.results
+    assert failed.detail.startswith("StepFailed: refused, nothing deleted: target capacity 2 for scale set")
+    assert "'fleet-nd' (rg-train) is below 3 (capacity read 4 - 1 instance(s) this step deletes: 3)" in (
+        failed.detail
+    )
+    assert "per scale set" in failed.detail
+    assert [o.call.method for o in failed.done] == ["get"]
+
+
+def test_a_target_equal_to_what_the_delete_leaves_shrinks_by_the_deleted_one_only() -> None:
+    scale_set = ScaleSet(capacity=4)
+    transport = CannedTransport(scale_set)
+    report = run_actions([action(transport, capacity=3)], [az_node("gpu-01", "3")], dry_run=False)
+    assert report.ok, report.render()
+    assert calls(transport)[1:] == [
+        ("POST", f"{VMSS}/delete", {"instanceIds": ["3"]}),
+        ("GET", POLL.split("?")[0], None),
+        ("PATCH", VMSS, {"sku": {**SKU, "capacity": 3}}),
+    ]
+    assert scale_set.capacity == 3
 
 
 def test_failed_delete_skips_restore_and_the_next_node_is_still_replaced() -> None:

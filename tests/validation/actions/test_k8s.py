@@ -1,15 +1,23 @@
-"""k8s-taint: CoreV1Api mocked with create_autospec (signatures enforced), the exact patch asserted."""
+"""k8s-taint: CoreV1Api mocked with create_autospec (signatures enforced), the exact patch asserted;
+credentials through the real kubernetes config loaders (kubeconfig files, no API server)."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+import yaml
 from kubernetes import client
+from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.config import kube_config
 
 from tests.validation.actions.fakes import node
 from validation.actions import ActionConfigError, KubernetesTaint, NodeIdentifierError, run_actions
@@ -138,3 +146,92 @@ def test_node_name_needed(api: Any) -> None:
         NodeIdentifierError, match=re.escape("node 'gpu-04': k8s-taint: missing (host var 'k8s_node_name')")
     ):
         KubernetesTaint(api=api).plan([node("gpu-04")])
+
+
+# --- credentials: the real kubernetes config loaders, no API server ------------------------------
+
+
+def kubeconfig(path: Path, name: str, server: str, current: bool) -> Path:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": server}}],
+        "users": [{"name": f"{name}-admin", "user": {"token": f"token-{name}"}}],
+        "contexts": [{"name": f"ctx-{name}", "context": {"cluster": name, "user": f"{name}-admin"}}],
+    }
+    if current:
+        doc["current-context"] = f"ctx-{name}"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str | None], None]:
+    """A process started with this KUBECONFIG (None: unset), a HOME without ~/.kube/config, no pod."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    for var in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(var, raising=False)
+
+    def start(value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv("KUBECONFIG", raising=False)
+        else:
+            monkeypatch.setenv("KUBECONFIG", value)
+        # The client reads KUBECONFIG once, at import: give it what that process would have read.
+        snapshot = value if value is not None else "~/.kube/config"
+        monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", snapshot)
+        monkeypatch.setattr(k8s_config, "KUBE_CONFIG_DEFAULT_LOCATION", snapshot)
+
+    return start
+
+
+def test_a_kubeconfig_list_is_merged_and_a_context_from_the_second_file_is_used(
+    tmp_path: Path, environment: Callable[[str | None], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    port = closed_port()
+    first = kubeconfig(tmp_path / "a.yaml", "a", "https://a.example.invalid:6443", current=True)
+    second = kubeconfig(tmp_path / "b.yaml", "b", f"http://127.0.0.1:{port}", current=False)
+    environment(f"{first}:{second}")
+    default = client.Configuration.get_default_copy().host
+
+    action = KubernetesTaint(context="ctx-b", timeout_s=2)
+    report = run_actions([action], [node("gpu-01", k8s_node_name="n1")], dry_run=False)
+    (result,) = report.results
+    # It got as far as the cluster of file two: refused there, not the in-cluster ConfigException.
+    assert not result.ok and "ConfigException" not in result.detail
+    assert result.detail.startswith("MaxRetryError") and f"port={port}" in result.detail
+    configuration = action._client().api_client.configuration
+    assert configuration.host == f"http://127.0.0.1:{port}"
+    assert configuration.api_key["BearerToken"] == "Bearer token-b"
+    assert KubernetesTaint()._client().api_client.configuration.host == "https://a.example.invalid:6443"
+    assert client.Configuration.get_default_copy().host == default  # process-wide default untouched
+    assert capfd.readouterr().out == ""
+
+
+def test_home_kubeconfig_without_kubeconfig_variable(
+    environment: Callable[[str | None], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    kube = Path(os.environ["HOME"]) / ".kube"
+    kube.mkdir()
+    kubeconfig(kube / "config", "home", "https://home.example.invalid", current=True)
+    environment(None)
+    assert KubernetesTaint()._client().api_client.configuration.host == "https://home.example.invalid"
+    assert capfd.readouterr().out == ""
+
+
+def test_no_kubeconfig_outside_a_pod_fails_the_step_and_prints_nothing(
+    environment: Callable[[str | None], None], capfd: pytest.CaptureFixture[str]
+) -> None:
+    environment(None)
+    report = run_actions([KubernetesTaint()], [node("gpu-01", k8s_node_name="n1")], dry_run=False)
+    (result,) = report.results
+    assert not result.ok and result.detail.startswith("ConfigException: Service host/port is not set")
+    assert capfd.readouterr().out == ""
