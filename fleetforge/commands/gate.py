@@ -104,7 +104,21 @@ def gate(
     azure_capacity: Annotated[
         int | None,
         typer.Option(
-            metavar="N", help="With --act azure-replace: scale-set capacity to restore (default: as read)."
+            metavar="N",
+            help="With --act azure-replace: the capacity to restore in each scale set (per scale set, "
+            "not the fleet's nodes + spares; default: the capacity read before the delete). A value "
+            "below the capacity read less the instances deleted is refused.",
+        ),
+    ] = None,
+    max_replace: Annotated[
+        int | None,
+        typer.Option(
+            "--max-replace",
+            metavar="N",
+            min=0,
+            help="With --act aws-unhealthy, gcp-recreate or azure-replace: refuse to replace more than "
+            "N nodes (default: a quarter of the nodes judged, at least 1). Nodes the gate saw no "
+            "measurement of are never replaced.",
         ),
     ] = None,
     expect_checks: Annotated[
@@ -149,7 +163,7 @@ def gate(
     finally:
         gc.unfreeze()
     write_reports(result, outputs, fleet_spec, strict, spec)
-    acted = _act(actions, result, hostvars or {}, dry_run) if actions else None
+    acted = _act(actions, result, hostvars or {}, dry_run, max_replace) if actions else None
     if as_json:
         from validation.reports.document import to_document
 
@@ -201,17 +215,48 @@ def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacit
             names, ActionOptions(inventory_path=hosts_inventory, azure_capacity=azure_capacity)
         )
     except ActionError as exc:
-        fail(f"--act: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
+        fail(f"--act: {_lines(str(exc))}", getattr(exitcodes, exc.exit_name))
 
 
-def _act(actions: list[Any], result: GateResult, hostvars: dict[str, dict[str, Any]], dry_run: bool) -> Any:
+def _act(
+    actions: list[Any],
+    result: GateResult,
+    hostvars: dict[str, dict[str, Any]],
+    dry_run: bool,
+    max_replace: int | None,
+) -> Any:
     from validation.actions import ActionError, rejected_nodes, run_actions
+    from validation.actions.model import Seen
+    from validation.gate import INCOMPLETE_RULES
 
-    rejects = [(v.node, [r.message for r in v.reasons]) for v in result.nodes if not v.accepted]
+    rejected = [v for v in result.nodes if not v.accepted]
+    rejects = [(v.node, [r.message for r in v.reasons]) for v in rejected]
+    seen: dict[str, Seen] = {
+        v.node: "unlisted"
+        if v.unlisted
+        else "unmeasured"
+        if all(r.rule in INCOMPLETE_RULES for r in v.reasons)
+        else "measured"
+        for v in rejected
+    }
+    judged = sum(1 for v in result.nodes if not v.unlisted)
+    # A rolling replacement's usual bound: most of the fleet keeps running while a quarter at most
+    # is replaced, and a cause every node shares (a fleet-wide reason) cannot pass it unnoticed.
+    limit, limit_from = (
+        (max_replace, f"--max-replace {max_replace}")
+        if max_replace is not None
+        else (max(1, judged // 4), f"a quarter of the {judged} node(s) judged (--max-replace)")
+    )
     try:
-        return run_actions(actions, rejected_nodes(rejects, hostvars), dry_run=dry_run)
+        nodes = rejected_nodes(rejects, hostvars, seen=seen)
+        return run_actions(actions, nodes, dry_run=dry_run, max_replace=limit, max_replace_from=limit_from)
     except ActionError as exc:
-        fail(f"--act: {printable(str(exc))}", getattr(exitcodes, exc.exit_name))
+        fail(f"--act: {_lines(str(exc))}", getattr(exitcodes, exc.exit_name))
+
+
+def _lines(message: str) -> str:
+    """A message of several lines (one per node) printed as lines, each made printable."""
+    return "\n".join(printable(line) for line in message.splitlines())
 
 
 def _read(inputs: list[Path]) -> list[ResultFile]:

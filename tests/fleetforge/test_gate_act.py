@@ -105,9 +105,14 @@ def test_a_rejected_node_nobody_listed_never_becomes_a_host(
     code, out, _ = run(
         capsys, "gate", results, "--act", "inventory", "--hosts-inventory", inventory, "--json"
     )
-    assert code == exitcodes.ACTION_FAILED
-    steps = {s["node"]: s for s in json.loads(out)["actions"]["steps"]}
-    assert "intruder" in steps
+    # Left out, and said so: no action acts on a node no inventory lists. node5 has no results,
+    # so the gate's verdict is incomplete.
+    assert code == exitcodes.INCOMPLETE
+    acted = json.loads(out)["actions"]
+    assert "intruder" not in {s["node"] for s in acted["steps"]}
+    assert acted["left_out"] == [
+        {"action": "inventory", "node": "intruder", "why": "no inventory lists it: nothing to act on"}
+    ]
     written = ansible_yaml.load(inventory.read_text())
     assert "intruder" not in written["all"]["hosts"]
     # node3 is slow; node5, whose records were renamed to the intruder, left no results of its own.
@@ -125,3 +130,72 @@ def test_reasons_a_node_wrote_are_data_to_ansible(
     reasons = ansible_hostvars(inventory)["node4"]["fleetforge_reject_reasons"]
     assert any(canary.pipe in r for r in reasons), reasons
     canary.assert_untouched()
+
+
+def ec2_inventory(tmp_path: Path, count: int, **ids: str) -> Path:
+    """node1..nodeN with EC2 ids (`ids` overrides a node's)."""
+    path = tmp_path / "ec2.yaml"
+    hosts = {
+        f"node{i}": {"ec2_instance_id": ids.get(f"node{i}", f"i-{i:017x}"), "aws_region": "us-east-1"}
+        for i in range(1, count + 1)
+    }
+    path.write_text(yaml.safe_dump({"all": {"hosts": hosts}}))
+    return path
+
+
+def test_a_node_the_gate_saw_nothing_of_is_grouped_but_never_replaced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = fleet(8, node3={"scale": {"gemm_bf16_tflops": 0.6}})
+    del records["node5"]  # listed, no results: unreachable, or its burn-in never ran
+    results = write(tmp_path / "r", records)
+    inventory = ec2_inventory(tmp_path, 8)
+    argv = ["gate", results, "--hosts-inventory", inventory, "--json", "--dry-run"]
+    code, out, _ = run(capsys, *argv, "--act", "aws-unhealthy", "--act", "inventory")
+    assert code == exitcodes.INCOMPLETE
+    acted = json.loads(out)["actions"]
+    # The quarantine takes both; only node3, which measured slow, goes back to the cloud.
+    assert [(s["action"], s["node"]) for s in acted["steps"]] == [
+        ("aws-unhealthy", "node3"),
+        ("inventory", "node3"),
+        ("inventory", "node5"),
+    ]
+    (left,) = acted["left_out"]
+    assert (left["action"], left["node"]) == ("aws-unhealthy", "node5")
+    assert "no measurement" in left["why"] and "rerun its burn-in" in left["why"]
+
+
+def test_replacing_more_than_a_quarter_of_the_fleet_is_refused_unless_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every node below the floor: a cause the fleet shares (an image, a driver), not six bad machines.
+    slow = {f"node{i}": {"scale": {"gemm_bf16_tflops": 0.5}} for i in range(1, 7)}
+    results = write(tmp_path / "r", fleet(6, **slow))
+    inventory = ec2_inventory(tmp_path, 6)
+    before = inventory.read_text()
+    argv = ["gate", results, "--hosts-inventory", inventory, "--act", "aws-unhealthy", "--act", "inventory"]
+    code, out, err = run(capsys, *argv)
+    assert code == exitcodes.ACTION_FAILED, out + err
+    said = " ".join(err.split())
+    assert "aws-unhealthy: 6 node(s) to replace" in said and "a quarter of the 6 node(s) judged" in said
+    assert "--max-replace 6" in said and "Nothing was changed" in said
+    assert inventory.read_text() == before  # refused as a whole: the quarantine did not run either
+    code, out, _ = run(capsys, *argv, "--max-replace", "6", "--dry-run", "--json")
+    assert code == exitcodes.REJECTED
+    assert [s["node"] for s in json.loads(out)["actions"]["steps"] if s["action"] == "aws-unhealthy"] == [
+        f"node{i}" for i in range(1, 7)
+    ]
+
+
+def test_two_hosts_carrying_one_instance_id_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = write(tmp_path / "r", fleet(5, node3={"scale": {"gemm_bf16_tflops": 0.6}}))
+    # node3's id copied from node4's line: replacing "node3" would replace node4's machine.
+    inventory = ec2_inventory(tmp_path, 5, node3=f"i-{4:017x}")
+    code, out, err = run(
+        capsys, "gate", results, "--hosts-inventory", inventory, "--act", "aws-unhealthy", "--dry-run"
+    )
+    assert code == exitcodes.DATA, out + err
+    assert f"node 'node3': aws-unhealthy: i-{4:017x} is also on 'node4'" in err
+    assert "\\n" not in err  # one problem a line, not escaped newlines

@@ -172,7 +172,9 @@ def test_a_node_nobody_listed_never_enters_the_inventory(
     results = results_with(tmp_path, node=name)
     before = tree(tmp_path)
     run = cli("gate", results, "--act", "inventory", "--hosts-inventory", hosts_file)
-    assert run.code == exitcodes.ACTION_FAILED, run.out + run.err
+    # Left out, and said so; node5 left no results, so the verdict is incomplete.
+    assert run.code == exitcodes.INCOMPLETE, run.out + run.err
+    assert f"left out: inventory {name}: no inventory lists it" in run.out
     assert tree(tmp_path) == before  # the inventory file is rewritten in place, nothing else appears
     listed = ansible_list(hosts_file)
     assert set(listed["_meta"]["hostvars"]) == {f"node{i}" for i in range(1, 6)}

@@ -3,13 +3,16 @@
 The front door (`fleetforge gate --act NAME... [--dry-run]`) calls, in order:
 
     actions = build_actions(names, ActionOptions(...))   # names checked, options checked, SDKs present
-    nodes = rejected_nodes(rejects, hostvars)            # identifiers from inventory host vars
-    report = run_actions(actions, nodes, dry_run=...)    # plan, then apply unless dry run
+    nodes = rejected_nodes(rejects, hostvars, seen=...)  # identifiers from inventory host vars
+    report = run_actions(actions, nodes, dry_run=..., max_replace=...)  # plan, then apply
     print(report.render())  /  print_json(report.to_json())
     exit non-zero if not report.ok
 
 `run_actions` plans first (pure, checks every node's identifiers, raises before anything changes)
-and either returns the plan (dry run) or applies exactly those PlannedStep objects. Errors raised
+and either returns the plan (dry run) or applies exactly those PlannedStep objects. No action acts
+on a node no inventory lists; the actions that replace machines also leave out a node the gate saw
+no measurement of (it may be healthy: rerun its burn-in) and refuse to replace more than
+`max_replace` nodes at once (a fault the whole fleet shares is not fixed by new machines). Errors raised
 before any change are ActionError subclasses whose `exit_name` names the fleetforge.exitcodes
 constant to exit with. SDKs are imported only when an action runs; clients use the SDKs' default
 credential chains and never take secrets as arguments.
@@ -42,6 +45,7 @@ from validation.actions.model import (
     CallOutcome,
     InventoryFileError,
     InventoryNeedsAnsibleError,
+    LeftOut,
     MissingSdkError,
     NodeIdentifierError,
     NodeIds,
@@ -49,6 +53,7 @@ from validation.actions.model import (
     RejectedNode,
     StepFailed,
     StepResult,
+    TooManyToReplaceError,
     UnknownActionError,
 )
 from validation.actions.slurm import SlurmDrain, slurm_reason
@@ -145,11 +150,24 @@ def apply_actions(actions: Sequence[Action], steps: Sequence[PlannedStep]) -> li
     return results
 
 
+def left_out_why(action: Action, node: RejectedNode) -> str | None:
+    """None when `action` may act on `node`, else why it leaves the node alone."""
+    if node.seen == "unlisted":
+        return "no inventory lists it: nothing to act on"
+    if node.seen == "unmeasured" and action.replaces:
+        return (
+            "the gate saw no measurement of it (missing, unreadable or an error): a machine that may "
+            "be healthy is not replaced; rerun its burn-in"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class ActionsReport:
     dry_run: bool
     steps: tuple[PlannedStep, ...]
     results: tuple[StepResult, ...] = field(default=())
+    left_out: tuple[LeftOut, ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -161,13 +179,14 @@ class ActionsReport:
         return tuple(r for r in self.results if not r.ok)
 
     def render(self) -> str:
+        left = [x.describe() for x in self.left_out]
         if self.dry_run:
             head = f"dry run: {len(self.steps)} step(s) would run; nothing was changed"
-            return "\n".join([head, *(s.describe() for s in self.steps)])
+            return "\n".join([head, *(s.describe() for s in self.steps), *left])
         head = f"{len(self.results) - len(self.failed)} of {len(self.results)} step(s) done"
         if self.failed:
             head += f", {len(self.failed)} FAILED"
-        return "\n".join([head, *(r.describe() for r in self.results)])
+        return "\n".join([head, *(r.describe() for r in self.results), *left])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -175,17 +194,48 @@ class ActionsReport:
             "ok": self.ok,
             "steps": [s.to_json() for s in self.steps],
             "results": [r.to_json() for r in self.results],
+            "left_out": [x.to_json() for x in self.left_out],
         }
 
 
 def run_actions(
-    actions: Sequence[Action], rejects: Sequence[RejectedNode], *, dry_run: bool
+    actions: Sequence[Action],
+    rejects: Sequence[RejectedNode],
+    *,
+    dry_run: bool,
+    max_replace: int | None = None,
+    max_replace_from: str = "--max-replace",
 ) -> ActionsReport:
-    """Plan, then (unless a dry run) apply those same steps."""
-    steps = tuple(plan_actions(actions, rejects))
+    """Plan, then (unless a dry run) apply those same steps. Each action gets the rejects it may
+    act on (left_out_why); one that replaces machines refuses more than `max_replace` of them
+    (None: no limit) with TooManyToReplaceError, before anything changes. `max_replace_from` says
+    where the limit came from, for that message."""
+    left: list[LeftOut] = []
+    targets: dict[str, list[RejectedNode]] = {}
+    for action in actions:
+        mine = targets.setdefault(action.name, [])
+        for node in rejects:
+            why = left_out_why(action, node)
+            if why is None:
+                mine.append(node)
+            else:
+                left.append(LeftOut(action.name, node.name, why))
+        if action.replaces and max_replace is not None and len(mine) > max_replace:
+            raise TooManyToReplaceError(action.name, [n.name for n in mine], max_replace, max_replace_from)
+    problems: list[tuple[str, str, str]] = []
+    planned: list[PlannedStep] = []
+    for action in actions:
+        try:
+            planned += action.plan(targets[action.name])
+        except NodeIdentifierError as exc:
+            problems += exc.problems
+    if problems:
+        raise NodeIdentifierError(problems)
+    steps = tuple(planned)
     if dry_run:
-        return ActionsReport(dry_run=True, steps=steps)
-    return ActionsReport(dry_run=False, steps=steps, results=tuple(apply_actions(actions, steps)))
+        return ActionsReport(dry_run=True, steps=steps, left_out=tuple(left))
+    results = tuple(apply_actions(actions, steps))
+    return ActionsReport(dry_run=False, steps=steps, results=results, left_out=tuple(left))
 
 
 __all__ = [
@@ -205,6 +255,7 @@ __all__ = [
     "InventoryGroup",
     "InventoryNeedsAnsibleError",
     "KubernetesTaint",
+    "LeftOut",
     "MissingSdkError",
     "NodeIdentifierError",
     "NodeIds",
@@ -213,11 +264,13 @@ __all__ = [
     "SlurmDrain",
     "StepFailed",
     "StepResult",
+    "TooManyToReplaceError",
     "UnknownActionError",
     "apply_actions",
     "build_actions",
     "hostvars_from_inventory_list",
     "ids_from_hostvars",
+    "left_out_why",
     "load_inventory_hostvars",
     "only_ansible_reads",
     "plan_actions",

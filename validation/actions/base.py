@@ -80,6 +80,11 @@ class Action(ABC):
     # back under the same inventory name (a recreated GCE instance, a reused private address).
     identity: ClassVar[str | None] = None
 
+    @property
+    def replaces(self) -> bool:
+        """Whether the action gives the machine back to the cloud: it is gone, another comes."""
+        return self.identity is not None
+
     def check_available(self) -> None:
         """Raise MissingSdkError if the SDK is absent (a cheap lookup: nothing is imported)."""
         if self.sdk_module is None:
@@ -92,7 +97,9 @@ class Action(ABC):
             raise MissingSdkError(self.name, self.sdk_module, self.extra)
 
     def node_problems(self, node: RejectedNode) -> list[tuple[str, str, str]]:
-        return [p for var in self.needs if (p := id_problem(node, var)) is not None]
+        problems = [p for var in self.needs if (p := id_problem(node, var)) is not None]
+        mine = {*self.needs, self.identity}
+        return problems + [(node.name, var, why) for var, why in node.shared if var in mine]
 
     def plan(self, rejects: Sequence[RejectedNode]) -> list[PlannedStep]:
         """Pure: the exact steps `apply` would run, one per node, or an error naming every bad node."""

@@ -23,7 +23,14 @@ import yaml
 
 from fleet import ansible_yaml
 from fleet.yamlsafe import yaml_error_text
-from validation.actions.model import InventoryFileError, InventoryNeedsAnsibleError, NodeIds, RejectedNode
+from validation.actions.model import (
+    UNIQUE_IDS,
+    InventoryFileError,
+    InventoryNeedsAnsibleError,
+    NodeIds,
+    RejectedNode,
+    Seen,
+)
 
 
 def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeIds:
@@ -43,16 +50,49 @@ def ids_from_hostvars(hostvars: Mapping[str, Any], *, host: str = "?") -> NodeId
 
 
 def rejected_nodes(
-    rejects: Iterable[tuple[str, Sequence[str]]], hostvars: Mapping[str, Mapping[str, Any]]
+    rejects: Iterable[tuple[str, Sequence[str]]],
+    hostvars: Mapping[str, Mapping[str, Any]],
+    *,
+    seen: Mapping[str, Seen] | None = None,
 ) -> list[RejectedNode]:
-    """Pair each rejected node (name, reasons) with its identifiers. A node absent from the
-    inventory gets no identifiers; an action that needs one then names the node and the var."""
+    """Pair each rejected node (name, reasons) with its identifiers and what the gate saw of it
+    (`seen`, "measured" where not given). A node absent from the inventory gets no identifiers; an
+    action that needs one then names the node and the var. An identifier another host of the
+    inventory carries too is noted (`shared`): an action that needs it refuses the node."""
+    ids = {host: ids_from_hostvars(vars_, host=host) for host, vars_ in hostvars.items()}
+    shared: dict[str, list[tuple[str, str]]] = {}
+    for host, var, why in shared_identities(ids):
+        shared.setdefault(host, []).append((var, why))
     return [
         RejectedNode(
-            name=name, reasons=tuple(reasons), ids=ids_from_hostvars(hostvars.get(name, {}), host=name)
+            name=name,
+            reasons=tuple(reasons),
+            ids=ids.get(name, NodeIds()),
+            seen=(seen or {}).get(name, "measured"),
+            shared=tuple(shared.get(name, ())),
         )
         for name, reasons in rejects
     ]
+
+
+def shared_identities(ids: Mapping[str, NodeIds]) -> list[tuple[str, str, str]]:
+    """(host, host var, which other hosts carry the same machine) for every identity (UNIQUE_IDS)
+    that more than one host carries in full."""
+    problems: list[tuple[str, str, str]] = []
+    for key in UNIQUE_IDS:
+        holders: dict[tuple[str, ...], list[str]] = {}
+        for host, node in ids.items():
+            values = tuple(node.get(var) or "" for var in key)
+            if all(values):
+                holders.setdefault(values, []).append(host)
+        for values, hosts in holders.items():
+            if len(hosts) < 2:
+                continue
+            shown = "/".join(values)
+            for host in hosts:
+                others = ", ".join(repr(h) for h in hosts if h != host)
+                problems.append((host, key[-1], f"{shown} is also on {others}: copied identifiers"))
+    return problems
 
 
 def hostvars_from_inventory_list(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

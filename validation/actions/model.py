@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 # Host variables an inventory carries for the actions (README "Acting on rejects").
 # NodeIds field names ARE the host var names, so an error can name the var a node lacks.
@@ -45,6 +45,22 @@ class NodeIds:
 
 NodeIds.HOST_VARS = tuple(f.name for f in fields(NodeIds))
 
+# The host vars that together name one machine or scheduler node, which no two hosts of an
+# inventory may share: an action given a copied id would act on the other host's machine.
+UNIQUE_IDS: tuple[tuple[str, ...], ...] = (
+    ("ec2_instance_id",),
+    ("gce_instance_id",),
+    ("gce_project", "gce_zone", "gce_instance"),
+    ("azure_subscription_id", "azure_resource_group", "azure_vmss_name", "azure_vmss_instance_id"),
+    ("slurm_node_name",),
+    ("k8s_node_name",),
+)
+
+# What the gate saw of a rejected node: a figure or a failure it read ("measured"); nothing, because
+# every reason is that its results were missing, unreadable or an error ("unmeasured": it may be a
+# healthy machine); or no inventory lists it ("unlisted": nothing to act on).
+Seen = Literal["measured", "unmeasured", "unlisted"]
+
 
 @dataclass(frozen=True)
 class RejectedNode:
@@ -53,6 +69,25 @@ class RejectedNode:
     name: str
     reasons: tuple[str, ...]
     ids: NodeIds = field(default_factory=NodeIds)
+    seen: Seen = "measured"
+    # (host var, what is wrong) for each identifier another inventory host carries too: copied
+    # from another line, it may name that host's machine.
+    shared: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A rejected node an action did not act on, and why."""
+
+    action: str
+    node: str
+    why: str
+
+    def describe(self) -> str:
+        return f"left out: {self.action} {self.node}: {self.why}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"action": self.action, "node": self.node, "why": self.why}
 
 
 @dataclass(frozen=True)
@@ -190,6 +225,21 @@ class NodeIdentifierError(ActionError):
         super().__init__(
             "cannot act on these nodes:\n"
             + "\n".join(f"  node {node!r}: {problem} (host var {var!r})" for node, var, problem in problems)
+        )
+
+
+class TooManyToReplaceError(ActionError):
+    """An action that replaces machines was asked to replace more of the fleet than allowed."""
+
+    exit_name = "ACTION_FAILED"
+
+    def __init__(self, action: str, nodes: Sequence[str], limit: int, limit_from: str) -> None:
+        self.nodes = list(nodes)
+        super().__init__(
+            f"{action}: {len(nodes)} node(s) to replace ({', '.join(nodes)}), more than {limit_from}: "
+            f"a cause the fleet shares (a driver, an image, the fabric, a check no node ran) is not "
+            f"fixed by new machines. Read the reasons; to replace them all, give --max-replace "
+            f"{len(nodes)}. Nothing was changed"
         )
 
 
