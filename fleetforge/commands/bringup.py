@@ -206,7 +206,7 @@ def bringup(
         poll_s=float(poll),
         resume=resume,
     )
-    replacer = _replacer(action)
+    replacer = _replacer(action, float(replace_timeout))
     try:
         outcome = bring_up(settings, _runner(opts, say), _inventory_reader(inventory_path), replacer, say=say)
     except (BringupError, RecordError) as exc:
@@ -325,12 +325,13 @@ def _inventory_reader(path: Path) -> InventoryReader:
     return AnsibleInventory(path)
 
 
-def _replacer(name: str) -> Replacer:
+def _replacer(name: str, timeout_s: float) -> Replacer:
     from validation.actions import ActionError
     from validation.bringup.adapters import ActionReplacer
 
     try:
-        return ActionReplacer.named(name)
+        # The cloud's operation is waited for as long as the replacement itself.
+        return ActionReplacer.named(name, timeout_s=timeout_s)
     except ActionError as exc:
         fail(f"--replace: {exc}", getattr(exitcodes, exc.exit_name))
 

@@ -37,7 +37,7 @@ def fake(monkeypatch: pytest.MonkeyPatch, bed: dict[str, Path], fleet: FakeFleet
     fleet.path = bed["inventory"]
     monkeypatch.setattr(command, "_runner", lambda opts, say: fleet)
     monkeypatch.setattr(command, "_inventory_reader", lambda path: Inventory(fleet))
-    monkeypatch.setattr(command, "_replacer", lambda name: fleet)
+    monkeypatch.setattr(command, "_replacer", lambda name, timeout_s: fleet)
     return fleet
 
 
@@ -201,3 +201,10 @@ def test_missing_inputs_and_an_onprem_spec_without_a_replace_action(
     onprem.write_text(yaml.safe_dump(onprem_spec_mapping(["n1", "n2"], nodes=2)))
     code, _, err = run(capsys, "bringup", "--spec", onprem, "-i", bed["inventory"])
     assert code == exitcodes.USAGE and "--replace" in err and "onprem" in err
+
+
+def test_the_replace_timeout_is_how_long_the_cloud_action_waits_too() -> None:
+    # Replacing an Azure GPU VM can take longer than the actions' default 600 s: the wait for the
+    # cloud's operation follows --replace-timeout, not a fixed limit that fails a step still running.
+    replacer = command._replacer("gcp-recreate", 1800.0)
+    assert replacer.action.timeout_s == 1800.0  # type: ignore[attr-defined]

@@ -126,8 +126,9 @@ class BringupRecord:
             rounds=list(doc.get("rounds", [])),
         )
         for host, file in record.results.items():
-            # Only what the loop writes: <out>/round-N/results/<host>.jsonl (a copied bring-up keeps
-            # naming the rounds of the one it was copied from).
+            # Only what the loop writes: <out>/round-N/results/<host>.jsonl. Read under this record's
+            # own folder whatever folder the path names (a copied bring-up names the one it was
+            # copied from; an edited one could name any folder of that shape).
             written = Path(file)
             if not (
                 written.name == f"{host}.jsonl"
@@ -135,6 +136,7 @@ class BringupRecord:
                 and re.fullmatch(r"round-[1-9][0-9]*", written.parent.parent.name)
             ):
                 raise RecordError(f"{path}: results.{host}: {file} is not a results file of this bring-up")
+            record.results[host] = str(path.parent / written.parent.parent.name / "results" / written.name)
         for i, r in enumerate(record.rounds, start=1):
             if r["round"] != i:
                 raise RecordError(f"{path}: rounds.{i - 1}.round: {r['round']}, expected {i}")

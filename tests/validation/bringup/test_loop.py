@@ -13,6 +13,7 @@ from tests.validation.bringup.fakes import FakeFleet, Inventory
 from validation.bringup import (
     RECORD_NAME,
     BringupError,
+    BringupRecord,
     BringupSettings,
     Budget,
     Outcome,
@@ -444,6 +445,21 @@ def test_resume_refuses_another_fleets_record(tmp_path: Path) -> None:
     (tmp_path / RECORD_NAME).write_text("{not json")
     with pytest.raises(RecordError, match="not JSON"):
         run(fleet, tmp_path, resume=True)
+
+
+def test_a_record_naming_results_in_another_folder_is_judged_on_its_own_folders(tmp_path: Path) -> None:
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], appear=False)
+    out = tmp_path / "out"
+    assert run(fleet, out).status == "waiting"
+    # node1's results pointed at a planted file of the same shape elsewhere: a healthy-looking run.
+    planted = tmp_path / "elsewhere" / "round-1" / "results" / "node1.jsonl"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("planted\n")
+    doc = on_disk(out)
+    doc["results"]["node1"] = str(planted)
+    (out / RECORD_NAME).write_text(json.dumps(doc))
+    loaded = BringupRecord.load(out / RECORD_NAME)
+    assert loaded.results["node1"] == str(out / "round-1" / "results" / "node1.jsonl")
 
 
 @pytest.mark.parametrize(
