@@ -117,6 +117,16 @@ def bringup(
             metavar="N", min=0, help="Most nodes replaced in all (default: as many as the fleet has hosts)."
         ),
     ] = None,
+    max_replace: Annotated[
+        int | None,
+        typer.Option(
+            "--max-replace",
+            metavar="N",
+            min=1,
+            help="Most nodes replaced in one round (default: a quarter of the fleet, at least 1); "
+            "more rejects than that replace none: a cause the fleet shares.",
+        ),
+    ] = None,
     replace_timeout: Annotated[
         int,
         typer.Option(
@@ -200,7 +210,12 @@ def bringup(
         gate=GateSettings.from_spec(fleet_spec, min_fleet=min_fleet),
         sku=chosen,
         sku_from=sku_from,
-        budget=Budget(max_rounds=max_rounds, max_wall_s=float(max_wall), max_replacements=max_replacements),
+        budget=Budget(
+            max_rounds=max_rounds,
+            max_wall_s=float(max_wall),
+            max_replacements=max_replacements,
+            max_per_round=max_replace,
+        ),
         strict=strict,
         replace_timeout_s=float(replace_timeout),
         poll_s=float(poll),

@@ -79,6 +79,9 @@ class Budget:
     max_rounds: int = 3
     max_wall_s: float = 4 * 3600.0
     max_replacements: int | None = None  # None: as many as the first round's inventory has hosts
+    # Most nodes one round replaces; None: a quarter of the round's fleet, at least 1. More rejects
+    # than that in one round is a cause the fleet shares, which new machines do not fix.
+    max_per_round: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -87,6 +90,8 @@ class Budget:
             raise ValueError(f"max_wall_s {self.max_wall_s}: allowed more than 0")
         if self.max_replacements is not None and self.max_replacements < 0:
             raise ValueError(f"max_replacements {self.max_replacements}: allowed 0 or more")
+        if self.max_per_round is not None and self.max_per_round < 1:
+            raise ValueError(f"max_per_round {self.max_per_round}: allowed 1 or more")
 
 
 @dataclass(frozen=True)
@@ -507,7 +512,28 @@ class _Loop:
                 continue
             chosen.append((v, keys, slot))
             left -= 1
-        return chosen
+        return self.within_round_limit(r, chosen)
+
+    def within_round_limit(
+        self, r: dict[str, Any], chosen: list[tuple[NodeVerdict, list[str], str]]
+    ) -> list[tuple[NodeVerdict, list[str], str]]:
+        """All the chosen nodes, or none when they are more than one round may replace."""
+        fleet = len(r.get("inventory", []))
+        limit = self.s.budget.max_per_round
+        said = f"--max-replace {limit}"
+        if limit is None:
+            limit, said = max(1, fleet // 4), f"a quarter of the {fleet} host(s) (--max-replace)"
+        if len(chosen) <= limit:
+            return chosen
+        why = (
+            f"{len(chosen)} rejects in one round, more than {said}: a cause the fleet shares (an "
+            f"image, a driver, the fabric, a check no node ran) is not fixed by new machines"
+        )
+        r["not_replaced"] += [
+            {"node": v.node, "slot": slot, "keys": keys, "why": why} for v, keys, slot in chosen
+        ]
+        self.say(f"round {r['round']}: nothing replaced: {why}")
+        return []
 
     def replace(self, r: dict[str, Any], chosen: Sequence[tuple[NodeVerdict, list[str], str]]) -> list[str]:
         """Replace the chosen nodes; the names whose replacement failed."""

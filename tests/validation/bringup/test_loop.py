@@ -316,6 +316,22 @@ def test_a_reject_whose_name_shows_another_instance_is_burned_in_again_not_repla
     assert "another instance" in r1["retry"][0]["why"]
 
 
+def test_more_rejects_in_a_round_than_a_quarter_of_the_fleet_replaces_none(tmp_path: Path) -> None:
+    # Every node below the floor: a bad image or driver, not eight bad machines.
+    eight = [f"node{i}" for i in range(1, 9)]
+    fleet = FakeFleet(eight, slow={"node1", "node2", "node5"}, spares=["node9", "node10", "node11"])
+    outcome = run(fleet, tmp_path, strict=True)  # READY only with no node rejected
+    assert outcome.status == "budget-spent" and fleet.replaced == []
+    assert "3 rejects in one round, more than a quarter of the 8 host(s)" in (outcome.reason or "")
+    (r1,) = on_disk(tmp_path)["rounds"]
+    assert [x["node"] for x in r1["not_replaced"]] == ["node1", "node2", "node5"]
+    # Asked for, they are replaced.
+    fleet = FakeFleet(eight, slow={"node1", "node2", "node5"}, spares=["node9", "node10", "node11"])
+    outcome = run(fleet, tmp_path / "again", strict=True, budget=Budget(max_per_round=3))
+    assert outcome.status == "ready", outcome.reason
+    assert fleet.replaced == [["node1", "node2", "node5"]]
+
+
 def test_a_node_without_its_instance_id_is_not_replaced(tmp_path: Path) -> None:
     fleet = FakeFleet(list(NODES), slow={"node2"}, recreate_s=30, no_identity={"node2"})
     with pytest.raises(BringupError) as err:
@@ -468,6 +484,7 @@ def test_a_record_naming_results_in_another_folder_is_judged_on_its_own_folders(
         ({"max_rounds": 0}, "max_rounds"),
         ({"max_wall_s": 0}, "max_wall_s"),
         ({"max_replacements": -1}, "max_rep"),
+        ({"max_per_round": 0}, "max_per_round"),
     ],
 )
 def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> None:
