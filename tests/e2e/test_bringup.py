@@ -323,7 +323,7 @@ def test_a_slot_whose_replacements_are_as_slow_is_a_pattern_and_the_budget_is_sp
     group = interrupted.group(spares=["h4"], more={"h4": extra.connection_vars(h4)})
     out = interrupted.copy_to(tmp_path)
     # The command builds the real runner and inventory reader; the group stands in for the action.
-    monkeypatch.setattr(command, "_replacer", lambda name: group)
+    monkeypatch.setattr(command, "_replacer", lambda name, timeout_s: group)
     argv = [
         "bringup",
         "--spec",
