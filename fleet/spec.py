@@ -128,10 +128,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
+# An Azure capacity reservation group's resource id
+# (https://learn.microsoft.com/en-us/azure/virtual-machines/capacity-reservation-create): the one
+# reservation_id that starts with '/', which CloudId refuses.
+AZURE_CAPACITY_RESERVATION_GROUP_ID = re.compile(
+    r"/subscriptions/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/resourceGroups/"
+    r"[A-Za-z0-9_().-]{0,89}[A-Za-z0-9_()-]/providers/Microsoft\.Compute/capacityReservationGroups/"
+    r"[A-Za-z0-9][A-Za-z0-9_.-]{0,79}",
+    re.IGNORECASE,
+)
+
+
+def _reservation_reference(value: str) -> str:
+    if AZURE_CAPACITY_RESERVATION_GROUP_ID.fullmatch(value):
+        return value
+    return _CLOUD_ID.validate_python(value)
+
+
 class Capacity(_Strict):
     type: Literal["on-demand", "reservation", "capacity-block", "spot", "queued"] = "on-demand"
-    reservation_id: CloudId | None = Field(
-        default=None, description="ODCR / Capacity Block id (AWS), reservation name (GCP/Azure)"
+    reservation_id: Annotated[str, Strict(), AfterValidator(_reservation_reference)] | None = Field(
+        default=None,
+        description="ODCR / Capacity Block id (AWS), reservation name (GCP), capacity reservation group id (Azure)",
     )
     # Dynamic Workload Scheduler flex-start runs a resize request for at most 7 days
     # (https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
@@ -683,6 +701,15 @@ def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         and not re.fullmatch(r"cr-[0-9a-f]{8,17}", cap.reservation_id)
     ):
         yield "capacity.reservation_id", f"{cap.reservation_id!r} is not an EC2 reservation id (cr-<hex>)"
+    if (
+        spec.cloud == "gcp"
+        and cap.reservation_id
+        and AZURE_CAPACITY_RESERVATION_GROUP_ID.fullmatch(cap.reservation_id)
+    ):
+        yield (
+            "capacity.reservation_id",
+            "an Azure capacity reservation group id; allowed on gcp: a reservation name",
+        )
     if spec.cloud == "onprem" and cap.type != "on-demand":
         yield "capacity.type", "on-prem fleets own their hardware; allowed: on-demand"
 

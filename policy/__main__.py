@@ -1,4 +1,4 @@
-"""fleetforge's CrossGuard policy pack: every rule of policy.rules, mandatory.
+"""fleetforge's CrossGuard policy pack: every rule of policy.rules, mandatory but the advisory ones.
 
     pulumi preview --policy-pack policy/      # or pulumi up --policy-pack policy/
 
@@ -35,12 +35,16 @@ except ImportError:  # the pack's own venv: the host runs this folder, rules.py 
     import rules  # type: ignore[no-redef,import-not-found]
 
 
-def resource_policy(rule: rules.ResourceRule) -> ResourceValidationPolicy:
+def resource_policy(
+    rule: rules.ResourceRule, level: EnforcementLevel | None = None
+) -> ResourceValidationPolicy:
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         for message in rule.check(args.resource_type, args.props):
             report_violation(message, None)
 
-    return ResourceValidationPolicy(name=rule.name, description=rule.description, validate=validate)
+    return ResourceValidationPolicy(
+        name=rule.name, description=rule.description, validate=validate, enforcement_level=level
+    )
 
 
 def stack_policy(rule: rules.StackRule) -> StackValidationPolicy:
@@ -62,6 +66,8 @@ PolicyPack(
     enforcement_level=EnforcementLevel.MANDATORY,
     policies=[
         *(resource_policy(rule) for rule in rules.RESOURCE_RULES),
+        # Warned about on every preview and update, never refused (rules.ADVISORY_RULES says why).
+        *(resource_policy(rule, EnforcementLevel.ADVISORY) for rule in rules.ADVISORY_RULES),
         *(stack_policy(rule) for rule in rules.STACK_RULES),
     ],
 )

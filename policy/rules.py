@@ -614,7 +614,7 @@ def gcp_service_account_least_privilege(type_: str, props: Mapping[str, Any]) ->
         if type_ == GCP_INSTANCE_FROM_TEMPLATE and props.get("serviceAccount") is None:
             return  # inherits the template's
         email = str(_map(props.get("serviceAccount")).get("email") or "")
-        if not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com"):
+        if _default_compute_account(email):
             yield (
                 f"runs as {email or 'the default compute service account'!r}, which holds the project's "
                 "editor role; give nodes the fleet's own service account"
@@ -623,6 +623,34 @@ def gcp_service_account_least_privilege(type_: str, props: Mapping[str, Any]) ->
         role = str(props.get("role") or "")
         if role in GCP_BROAD_ROLES:
             yield f"grants {role} on the project, far more than a node needs"
+
+
+def _default_compute_account(email: str) -> bool:
+    return not email or email == "default" or email.endswith("-compute@developer.gserviceaccount.com")
+
+
+def gcp_tpu_default_service_account(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """A queued resource's TPU VMs run as the project's default compute service account.
+
+    pulumi-gcp's queued resource node has no service-account field, so its TPU VMs run as
+    <project-number>-compute@developer.gserviceaccount.com, which Google grants the project's
+    Editor role unless the organization policy iam.automaticIamGrantsForDefaultServiceAccounts is
+    enforced (https://cloud.google.com/compute/docs/access/service-accounts). A node that one day
+    names its own account is judged by that account."""
+    if type_ != GCP_TPU_QUEUED:
+        return
+    for i, spec in enumerate(_list(_map(props.get("tpu")).get("nodeSpecs"))):
+        node = _map(_map(spec).get("node"))
+        email = str(_map(node.get("serviceAccount")).get("email") or "")
+        if _default_compute_account(email):
+            yield (
+                f"tpu.nodeSpecs[{i}] ({_map(spec).get('nodeId') or 'a slice'}) runs as the project's default "
+                "compute service account, which holds the project's Editor role unless that grant is "
+                "removed: remove roles/editor from <project-number>-compute@developer.gserviceaccount.com "
+                "(or enforce the organization policy iam.automaticIamGrantsForDefaultServiceAccounts) "
+                "before creating the slice, or create it outside this stack with `gcloud compute tpus "
+                "queued-resources create --service-account` and the fleet's own account"
+            )
 
 
 # --------------------------------------------------------------------------- stack rules
@@ -838,6 +866,16 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         gcp_service_account_least_privilege,
     ),
 )
+# Reported, never refused: every TPU fleet the stack makes today would break them (pulumi-gcp
+# gives the stack no way to comply), so as mandatory rules they would refuse every TPU plan and
+# `pulumi up`. CrossGuard runs them as advisory; `check` leaves them out, `advise` returns them.
+ADVISORY_RULES: tuple[ResourceRule, ...] = (
+    ResourceRule(
+        "gcp-tpu-default-service-account",
+        "TPU queued resources run as the default compute service account; restrict it or use the fleet's own.",
+        gcp_tpu_default_service_account,
+    ),
+)
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "bucket-protected", "Buckets are SSE-KMS encrypted, versioned and never public.", buckets_protected
@@ -861,15 +899,24 @@ STACK_RULES: tuple[StackRule, ...] = (
 )
 
 
-def check(resources: Iterable[Resource]) -> list[Violation]:
-    """Every violation of every rule, resource rules first, in resource order."""
-    resources = list(resources)
-    found = [
+def _resource_violations(resources: Sequence[Resource], rules: Sequence[ResourceRule]) -> list[Violation]:
+    return [
         Violation(rule.name, r.type, r.name, message, r.urn)
         for r in resources
-        for rule in RESOURCE_RULES
+        for rule in rules
         for message in rule.check(r.type, r.props)
     ]
+
+
+def advise(resources: Iterable[Resource]) -> list[Violation]:
+    """What the advisory rules report, in resource order: a warning, never a refusal."""
+    return _resource_violations(list(resources), ADVISORY_RULES)
+
+
+def check(resources: Iterable[Resource]) -> list[Violation]:
+    """Every violation of every mandatory rule, resource rules first, in resource order."""
+    resources = list(resources)
+    found = _resource_violations(resources, RESOURCE_RULES)
     for stack_rule in STACK_RULES:
         for culprit, message in stack_rule.check(resources):
             found.append(

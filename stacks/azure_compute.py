@@ -1,9 +1,9 @@
 """GPU nodes: a user-assigned identity, one proximity placement group, and one Uniform VM scale
 set per InfiniBand domain (stacks.azure_context.ib_domains).
 
-Each scale set keeps `singlePlacementGroup=true`, because InfiniBand connects only the VMs of one
-placement group, which holds at most 100 VMs; its capacity counts the spares. A fleet of 8 or of
-100 nodes is one scale set; 250 is three. Choices:
+Each scale set of an InfiniBand SKU keeps `singlePlacementGroup=true`, because InfiniBand
+connects only the VMs of one placement group, which holds at most 100 VMs; its capacity counts
+the spares. A fleet of 8 or of 100 nodes is one scale set; 250 is three. Choices:
 
 - Image: `spec.image` (a marketplace URN `publisher:offer:sku:version` or an image resource id),
   or the Gen2 Ubuntu 22.04 HPC image (microsoft-dsvm:ubuntu-hpc:2204) at the newest version Azure
@@ -20,8 +20,13 @@ placement group, which holds at most 100 VMs; its capacity counts the spares. A 
   GPU sizes up to NC_A100_v4 and NVadsA10 v5 as supported and the ND A100 v4 sizes as "not
   supported yet"; ND H100 v5 and ND H200 v5 are in neither column, so they run with securityType
   Standard (Azure's default) until that page lists them, rather than fail to deploy.
-- Capacity: spot as Spot with Delete on eviction and no price cap; a reservation as the named
-  capacity reservation group; nothing else consumes a reservation.
+- Capacity: spot as Spot with Delete on eviction and no price cap. No reservation on an
+  InfiniBand SKU (every catalog Azure GPU SKU today): Azure attaches a capacity reservation group
+  to a Uniform scale set only with singlePlacementGroup false, which InfiniBand cannot have
+  (https://learn.microsoft.com/en-us/azure/virtual-machines/capacity-reservation-associate-virtual-machine-scale-set).
+  Elsewhere a reservation is the group's full resource id, never a bare name (the fleet's own
+  resource group is created here, so it holds no reservation made beforehand), with
+  singlePlacementGroup false; nothing else consumes a reservation.
 - Upgrades are Manual: a model change never rolls a training fleet by itself; overprovisioning
   off, so the group never creates extra VMs that join the fabric.
 """
@@ -33,8 +38,10 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_azure_native import compute, managedidentity
 
+from fleet.spec import AzureSettings
 from stacks.azure_context import SSH_KEY_CONFIG, AzureFleetArgs, Context
 from stacks.azure_image import DEFAULT_IMAGE, pinned_version
+from stacks.azure_layout import CAPACITY_RESERVATION_GROUP_FORM, CAPACITY_RESERVATION_GROUP_ID
 
 ADMIN_USER = "fleetforge"
 OS_DISK_GIB = 256  # image plus container images and logs; data lives on Lustre
@@ -92,6 +99,7 @@ def nodes(
         ),
         ctx.opts(),
     )
+    reservation = _reservation_id(args)
     sets = []
     for domain, capacity in enumerate(args.domains):
         name = scale_set_name(args.name, domain)
@@ -103,7 +111,9 @@ def nodes(
                 vm_scale_set_name=name,
                 sku=compute.SkuArgs(name=args.sku.machine_type, tier="Standard", capacity=capacity),
                 orchestration_mode="Uniform",
-                single_placement_group=True,
+                # A reservation needs singlePlacementGroup false, which _reservation_id allows
+                # only where the fabric is not InfiniBand.
+                single_placement_group=reservation is None,
                 overprovision=False,
                 platform_fault_domain_count=1,
                 proximity_placement_group=compute.SubResourceArgs(id=placement.id),
@@ -112,7 +122,7 @@ def nodes(
                     type=compute.ResourceIdentityType.USER_ASSIGNED, user_assigned_identities=[who.id]
                 ),
                 upgrade_policy=compute.UpgradePolicyArgs(mode=compute.UpgradeMode.MANUAL),
-                virtual_machine_profile=_profile(ctx, subnet_id, key, domain),
+                virtual_machine_profile=_profile(ctx, subnet_id, key, domain, reservation),
                 tags={**ctx.tags("node"), "fleetforge-ib-domain": str(domain)},
             ),
             ctx.opts(),
@@ -122,13 +132,25 @@ def nodes(
 
 
 def ssh_key(args: AzureFleetArgs) -> str:
-    """The admin SSH public key; refused before any resource exists when there is none."""
-    key = args.ssh_public_key or pulumi.Config("fleetforge").get(SSH_KEY_CONFIG)
+    """The admin SSH public key; refused before any resource exists when there is none, or when
+    it is not one whole OpenSSH public key line."""
+    where, key = "azure.ssh_public_key", args.ssh_public_key
+    if not key:
+        where, key = f"fleetforge:{SSH_KEY_CONFIG}", pulumi.Config("fleetforge").get(SSH_KEY_CONFIG)
     if not key:
         raise pulumi.RunError(
             f"azure.ssh_public_key: missing; nodes take SSH keys only (no passwords): set it in the "
             f'spec or with `pulumi config set fleetforge:{SSH_KEY_CONFIG} "$(cat ~/.ssh/id_ed25519.pub)"`'
         )
+    # Pulumi config is not a spec: hold it to the spec's own key grammar (fleet.spec.AzureSettings)
+    # so a truncated or pasted-together key fails here, not as an Azure deployment error.
+    try:
+        AzureSettings(ssh_public_key=key)
+    except ValueError as exc:
+        raise pulumi.RunError(
+            f"{where}: not an OpenSSH public key line; allowed: 'ssh-ed25519 AAAA...' or 'ssh-rsa "
+            "AAAA...' (RSA of 2048+ bits) with an optional comment, on one line"
+        ) from exc
     return key
 
 
@@ -155,7 +177,7 @@ def image_reference(ctx: Context) -> compute.ImageReferenceArgs:
 
 
 def _profile(
-    ctx: Context, subnet_id: pulumi.Input[str], key: str, domain: int
+    ctx: Context, subnet_id: pulumi.Input[str], key: str, domain: int, reservation: str | None
 ) -> compute.VirtualMachineScaleSetVMProfileArgs:
     args = ctx.args
     spot = args.capacity == "spot"
@@ -217,22 +239,32 @@ def _profile(
         billing_profile=compute.BillingProfileArgs(max_price=-1) if spot else None,
         capacity_reservation=(
             compute.CapacityReservationProfileArgs(
-                capacity_reservation_group=compute.SubResourceArgs(id=_reservation_id(ctx))
+                capacity_reservation_group=compute.SubResourceArgs(id=reservation)
             )
-            if args.capacity == "reservation" and args.reservation
+            if reservation is not None
             else None
         ),
     )
 
 
-def _reservation_id(ctx: Context) -> pulumi.Input[str]:
-    reservation = ctx.args.reservation or ""
-    if reservation.startswith("/subscriptions/"):
-        return reservation
-    # A bare name: the capacity reservation group of that name in the fleet's resource group.
-    return pulumi.Output.all(ctx.subscription_id, ctx.resource_group).apply(
-        lambda v: (
-            f"/subscriptions/{v[0]}/resourceGroups/{v[1]}/providers/Microsoft.Compute/"
-            f"capacityReservationGroups/{reservation}"
+def _reservation_id(args: AzureFleetArgs) -> str | None:
+    """The capacity reservation group's full id, or None when the fleet consumes no reservation.
+
+    stacks.prerequisites refuses both cases below with the spec's field paths; they are kept for
+    args built without a validated spec."""
+    if args.capacity != "reservation":
+        return None
+    if args.sku.fabric.kind == "infiniband":
+        # https://learn.microsoft.com/en-us/azure/virtual-machines/capacity-reservation-associate-virtual-machine-scale-set
+        raise pulumi.RunError(
+            "capacity.type: reservation needs singlePlacementGroup false on a Uniform scale set, and "
+            f"{args.sku.sku}'s InfiniBand needs it true; allowed on azure InfiniBand SKUs: on-demand, spot"
         )
-    )
+    reservation = args.reservation or ""
+    if not CAPACITY_RESERVATION_GROUP_ID.fullmatch(reservation):
+        # A bare name would resolve in the resource group this stack creates, which cannot hold a
+        # reservation made before the fleet.
+        raise pulumi.RunError(
+            f"capacity.reservation_id: {reservation!r}; allowed on azure: {CAPACITY_RESERVATION_GROUP_FORM}"
+        )
+    return reservation

@@ -16,7 +16,6 @@ domains are fleet.spec.azure_ib_domains'), `azure.resource_group` (None: the sta
 from __future__ import annotations
 
 import ipaddress
-import math
 from dataclasses import dataclass, field
 
 import pulumi
@@ -24,6 +23,7 @@ import pulumi_azure_native as azure_native
 
 from fleet.catalog import Sku
 from fleet.spec import FleetSpec
+from stacks.azure_layout import amlfs_capacity_tib
 from stacks.outputs import CheckpointArgs, checkpoint_args, fleet_tags
 
 IB_DOMAIN_MAX = 100  # singlePlacementGroup=true: 100 VMs per scale set
@@ -77,8 +77,9 @@ class AzureFleetArgs:
         fs = spec.storage.filesystem
         filesystem = None
         if fs is not None and fs.kind == "amlfs":
-            tib = fs.capacity_tib if fs.capacity_tib is not None else (fs.gib or 0) / 1024
-            filesystem = FileSystemArgs(math.ceil(tib), fs.throughput_mbps_per_tib or 125, fs.mount_point)
+            filesystem = FileSystemArgs(
+                amlfs_capacity_tib(fs), fs.throughput_mbps_per_tib or 125, fs.mount_point
+            )
         azure = spec.azure
         return cls(
             name=spec.name,

@@ -8,16 +8,19 @@ subnet, one NSG, and a NAT gateway for egress.
   allows the VNet to itself (Lustre on 988, MPI bootstrap), and denies every other inbound flow
   from the internet explicitly, above Azure's default rules, so a later rule cannot open it by
   accident.
+- Nodes take the VNet's first half; the file-system subnet starts the second half, as large as
+  Microsoft sizes it for the file system's capacity (stacks.azure_layout).
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
+import pulumi
 from pulumi_azure_native import network
 
 from stacks.azure_context import Context
+from stacks.azure_layout import amlfs_subnet_prefix, subnet_ranges
 
 SSH_PRIORITY = 100
 VNET_PRIORITY = 200
@@ -33,17 +36,16 @@ class Networks:
     nat: network.NatGateway
 
 
-def subnet_ranges(vnet: ipaddress.IPv4Network) -> tuple[ipaddress.IPv4Network, ipaddress.IPv4Network]:
-    """Nodes in the first half of the VNet; the file system in the first /24 of the second half
-    (AMLFS wants a dedicated subnet; a /24 holds its largest documented need)."""
-    first, second = vnet.subnets(prefixlen_diff=1)
-    lustre = next(second.subnets(new_prefix=max(24, second.prefixlen)))
-    return first, lustre
-
-
 def networks(ctx: Context, with_lustre: bool) -> Networks:
     args = ctx.args
-    nodes_range, lustre_range = subnet_ranges(args.vnet_cidr)
+    fs = args.filesystem
+    # AMLFS wants a dedicated subnet sized by its capacity (stacks.azure_layout).
+    lustre_prefix = amlfs_subnet_prefix(fs.capacity_tib) if with_lustre and fs is not None else None
+    try:
+        nodes_range, lustre_range = subnet_ranges(args.vnet_cidr, lustre_prefix)
+    except ValueError as exc:
+        # stacks.prerequisites refuses this first; kept for args built without a validated spec.
+        raise pulumi.RunError(f"network.vpc_cidr: {exc}; allowed: a larger range") from exc
     nsg = network.NetworkSecurityGroup(
         ctx.name("nsg"),
         network.NetworkSecurityGroupInitArgs(
@@ -103,7 +105,7 @@ def networks(ctx: Context, with_lustre: bool) -> Networks:
         ctx.opts(),
     )
     lustre = None
-    if with_lustre:
+    if lustre_range is not None:
         lustre = network.Subnet(
             ctx.name("lustre-subnet"),
             network.SubnetInitArgs(

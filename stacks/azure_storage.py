@@ -250,7 +250,9 @@ def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFi
     fs = args.filesystem
     if fs is None:
         return None
-    key_user, _ = (
+    # As for the checkpoint account: Azure reads the key when it creates the file system, so the
+    # identity's grant on the vault must exist first.
+    key_user, key_grant = (
         _key_identity(ctx, args.key_vault_id, "amlfs", "the file system wraps its keys with the fleet's key")
         if args.key_url and args.key_vault_id
         else (None, None)
@@ -288,5 +290,5 @@ def filesystem(ctx: Context, subnet_id: pulumi.Input[str]) -> storagecache.AmlFi
             ),
             tags=ctx.tags("filesystem"),
         ),
-        ctx.opts(),
+        ctx.opts(depends_on=[key_grant] if key_grant is not None else None),
     )

@@ -9,21 +9,40 @@ the generation's documented default). No TPU VM gets an
 external IP; they reach the internet through the host VPC's Cloud NAT.
 
 The provider's queued resource (pulumi-gcp 9.37) has no service-account, label, spot or
-reservation field, so TPU VMs run as the project's default compute account and a TPU fleet
-accepts on-demand or queued capacity only (stacks.prerequisites refuses the rest by name). The checkpoint
-bucket is therefore granted to no TPU identity: widening the default account, which every VM of
-the project without its own account shares, would break least privilege.
+reservation field, so a TPU fleet accepts on-demand or queued capacity only (stacks.prerequisites
+refuses the rest by name), and:
+
+SECURITY: every TPU VM of this stack runs as the project's DEFAULT Compute Engine service account
+(<project-number>-compute@developer.gserviceaccount.com), not a fleet account of its own. Google
+grants that account the project's Editor role unless the organization policy
+iam.automaticIamGrantsForDefaultServiceAccounts is enforced
+(https://cloud.google.com/compute/docs/access/service-accounts), so any process on a TPU host may
+then change most of the project. Before `pulumi up`, remove roles/editor from that account (or
+deploy into a project where the policy is enforced), or create the slices outside this stack with
+`gcloud compute tpus queued-resources create --service-account`. The policy pack reports every
+queued resource (gcp-tpu-default-service-account, advisory) and the program warns at each run.
+The checkpoint bucket is granted to no TPU identity: widening the default account, which every
+VM of the project without its own account shares, would break least privilege further.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pulumi
 import pulumi_gcp as gcp
 
 from stacks.gcp_context import Context
 from stacks.gcp_layout import TpuSlice, tpu_slice
 from stacks.gcp_network import Networks
+
+# Said on every run, `fleetforge plan` included: the queued resource cannot name an account.
+DEFAULT_ACCOUNT_WARNING = (
+    "TPU VMs run as the project's default Compute Engine service account (the queued resource has no "
+    "service-account field), which holds the project's Editor role unless that grant was removed: "
+    "remove roles/editor from <project-number>-compute@developer.gserviceaccount.com or enforce the "
+    "organization policy iam.automaticIamGrantsForDefaultServiceAccounts before `pulumi up`"
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,7 @@ def slices(ctx: Context, net: Networks) -> Slices:
         # Google creates the slice's VMs on the subnet; NAT must be there for their first boot.
         ctx.opts(depends_on=[net.primary_subnet]),
     )
+    pulumi.log.warn(DEFAULT_ACCOUNT_WARNING, resource=queued)
     return Slices(queued, shape, ids)
 
 

@@ -92,6 +92,9 @@ class Recorded:
     inputs: dict[str, Any]
     id: str
     urn: str = ""  # filled in after the run: it encodes the parent chain (parent-type$type)
+    # URNs of the resources this one waits for (explicit depends_on and those its inputs come
+    # from), filled in after the run: the mocks' new_resource is never told them.
+    dependencies: tuple[str, ...] = ()
 
 
 def _plain(value: Any) -> Any:
@@ -467,6 +470,19 @@ def _uuid(*parts: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+class _Monitor(runtime_mocks.MockMonitor):
+    """Pulumi's mock monitor, keeping each registration's dependencies by URN."""
+
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.dependencies: dict[str, tuple[str, ...]] = {}
+
+    def RegisterResource(self, request: Any) -> Any:
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.dependencies[urn] = tuple(request.dependencies)
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # Pulumi's is unannotated
+
+
 class _Collect(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -498,7 +514,7 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
         azure_image.LOOKUP.set(mocks.azure_image_versions)
         runtime_settings.reset_options(project=PROJECT, stack=STACK, preview=False)
         runtime_config.set_all_config(config, [])
-        monitor = runtime_mocks.MockMonitor(mocks)
+        monitor = _Monitor(mocks)
         runtime_mocks.set_mocks(
             mocks, project=PROJECT, stack=STACK, preview=False, logger=logger, monitor=monitor
         )
@@ -513,7 +529,7 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
             return dict(resolved or {})
 
         outputs = loop.run_until_complete(program_then_outputs())
-        _attach_urns(mocks.recorded, monitor.get_registered_resources())
+        _attach_urns(mocks.recorded, monitor.get_registered_resources(), monitor.dependencies)
         return Run(outputs=outputs, warnings=list(collect.messages))
     finally:
         _drain(loop)
@@ -522,13 +538,16 @@ def _run_isolated(program: Callable[[], None], mocks: FleetMocks, config: dict[s
         logger.removeHandler(collect)
 
 
-def _attach_urns(recorded: list[Recorded], registered: Mapping[str, Any]) -> None:
+def _attach_urns(
+    recorded: list[Recorded], registered: Mapping[str, Any], dependencies: Mapping[str, tuple[str, ...]]
+) -> None:
     by_key = {}
     for urn in registered:
         qualified_type, name = urn.split("::")[-2:]
         by_key[(qualified_type.split("$")[-1], name)] = urn
     for r in recorded:
         r.urn = by_key.get((r.type, r.name), "")
+        r.dependencies = dependencies.get(r.urn, ())
 
 
 def _drain(loop: asyncio.AbstractEventLoop) -> None:

@@ -5,9 +5,10 @@ program provisions today, the AWS network facts it relies on (a subnet it can pl
 a VPC range large enough for the fleet, a bastion it can reference), and the GCP ones (a range
 that holds one subnet per NIC network, no existing network, capacity a TPU queued resource can
 express), and the Azure ones (its own VNet, SSH by address, capacity it can ask for, a pinned
-image, a VNet whose node half holds the fleet). Pure Python with no Pulumi
-import, so `fleetforge plan` reports them with field paths before it loads Pulumi or records a
-resource, exactly like `fleetforge spec check` reports spec errors.
+image, a VNet whose node half holds the fleet and whose second half holds the file system's
+subnet). Pure Python with no Pulumi import, so `fleetforge plan` reports them with field paths
+before it loads Pulumi or records a resource, exactly like `fleetforge spec check` reports spec
+errors.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import ipaddress
 
 from fleet.network import vpc_range_problem
 from fleet.spec import FleetSpec
-from stacks import gcp_layout
+from stacks import azure_layout, gcp_layout
 
 PROVISIONED_CLOUDS = ("aws", "gcp", "azure")
 
@@ -126,6 +127,7 @@ def _azure_problems(spec: FleetSpec) -> list[tuple[str, str]]:
                 f"{spec.capacity.type} is not offered on azure; allowed: on-demand, spot, reservation",
             )
         )
+    problems += _azure_reservation_problems(spec)
     image = spec.image
     if image is not None and not image.startswith("/subscriptions/"):
         parts = image.split(":")
@@ -138,8 +140,8 @@ def _azure_problems(spec: FleetSpec) -> list[tuple[str, str]]:
                 )
             )
     if net.subnet_id is None:
-        # Nodes live in the first half of the VNet (stacks.azure_network); Azure keeps 5 addresses.
-        half = max(0, net.vpc_cidr.num_addresses // 2 - 5)
+        # Nodes live in the first half of the VNet (stacks.azure_layout); Azure keeps 5 addresses.
+        half = max(0, net.vpc_cidr.num_addresses // 2 - azure_layout.AZURE_RESERVED)
         if half < spec.size:
             problems.append(
                 (
@@ -148,7 +150,59 @@ def _azure_problems(spec: FleetSpec) -> list[tuple[str, str]]:
                     f"{spec.size} nodes; allowed: a larger range",
                 )
             )
+        problems += _amlfs_subnet_problems(spec)
     return problems
+
+
+def _azure_reservation_problems(spec: FleetSpec) -> list[tuple[str, str]]:
+    if spec.capacity.type != "reservation":
+        return []
+    sku = spec.catalog_sku
+    if sku.fabric.kind == "infiniband":
+        # A Uniform scale set takes a capacity reservation group only with singlePlacementGroup
+        # false, and InfiniBand connects only the VMs of one placement group, so the stack keeps
+        # it true on every InfiniBand SKU:
+        # https://learn.microsoft.com/en-us/azure/virtual-machines/capacity-reservation-associate-virtual-machine-scale-set
+        return [
+            (
+                "capacity.type",
+                f"reservation: Azure attaches a capacity reservation group only to a scale set with "
+                f"singlePlacementGroup false, and {sku.sku}'s InfiniBand needs it true; "
+                "allowed on azure InfiniBand SKUs: on-demand, spot",
+            )
+        ]
+    reservation = spec.capacity.reservation_id
+    if reservation is not None and not azure_layout.CAPACITY_RESERVATION_GROUP_ID.fullmatch(reservation):
+        return [
+            (
+                "capacity.reservation_id",
+                f"{reservation!r}: a bare name would be looked up in the resource group this stack "
+                "creates, which holds no reservation made before the fleet; allowed: the group's full "
+                f"id, {azure_layout.CAPACITY_RESERVATION_GROUP_FORM}",
+            )
+        ]
+    return []
+
+
+def _amlfs_subnet_problems(spec: FleetSpec) -> list[tuple[str, str]]:
+    fs = spec.storage.filesystem
+    if fs is None or fs.kind != "amlfs":
+        return []
+    tib = azure_layout.amlfs_capacity_tib(fs)
+    prefix = azure_layout.amlfs_subnet_prefix(tib)
+    vnet = spec.network.vpc_cidr
+    try:
+        azure_layout.subnet_ranges(vnet, prefix)
+    except ValueError:
+        return [
+            (
+                "network.vpc_cidr",
+                f"{vnet} leaves a /{vnet.prefixlen + 1} (the VNet's second half) for Azure Managed "
+                f"Lustre, and {tib} TiB needs a /{prefix} ({azure_layout.AMLFS_SOURCE}); allowed: a "
+                f"/{azure_layout.smallest_vnet_for(prefix)} or larger range",
+            )
+        ]
+    return []
 
 
 def _is_ipv4(value: str) -> bool:

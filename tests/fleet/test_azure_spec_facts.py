@@ -15,7 +15,7 @@ import pytest
 
 from fleet.spec import AMLFS_SOURCE, IB_DOMAIN_SOURCE, azure_ib_domains, spec_from_mapping
 from tests.fleet.test_gcp_spec_facts import problems
-from tests.fleet.test_spec import AWS, AZURE, DELETE, with_
+from tests.fleet.test_spec import AWS, AZURE, DELETE, GCP, with_
 
 
 def amlfs(tib: int, tput: int) -> dict[str, Any]:
@@ -182,3 +182,28 @@ def test_azure_image_grammar(image: str, accepted: bool) -> None:
 
 def test_the_example_still_needs_no_azure_section() -> None:
     assert problems(with_(AZURE, "azure", DELETE) if "azure" in AZURE else AZURE) == {}
+
+
+CAPACITY_RESERVATION_GROUP = (
+    "/subscriptions/00000000-0000-4000-8000-00000000f1ee/resourceGroups/capacity/providers/"
+    "Microsoft.Compute/capacityReservationGroups/ndh100-crg"
+)
+
+
+def test_a_capacity_reservation_group_id_is_a_reservation_id_on_azure_only() -> None:
+    # The Azure stack takes a capacity reservation group by its full id (stacks.prerequisites);
+    # the grammar lets it through, and a GCP fleet, whose reservations are names, refuses it.
+    reserved = {"type": "reservation", "reservation_id": CAPACITY_RESERVATION_GROUP}
+    spec = spec_from_mapping(with_(AZURE, "capacity", reserved))
+    assert spec.capacity.reservation_id == CAPACITY_RESERVATION_GROUP
+    assert problems(with_(GCP, "capacity", reserved)) == {
+        "capacity.reservation_id": "an Azure capacity reservation group id; allowed on gcp: a reservation name"
+    }
+    # Any other value starting with '/' is still no resource id.
+    assert "capacity.reservation_id" in problems(
+        with_(
+            AZURE,
+            "capacity",
+            {**reserved, "reservation_id": CAPACITY_RESERVATION_GROUP.replace("Compute", "X")},
+        )
+    )

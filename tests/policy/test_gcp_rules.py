@@ -340,3 +340,53 @@ def test_planned_gcp_examples_violate_nothing_and_a_changed_template_does(exampl
             props["tpu"]["nodeSpecs"][0]["node"]["networkConfig"]["enableExternalIps"] = True
 
         assert "no-public-ip" in _fired(_changed(planned, rules.GCP_TPU_QUEUED, external))
+
+
+def advise(resources: list[Resource]) -> list[Violation]:
+    return rules.advise([crossguard(r) for r in resources])
+
+
+def test_a_queued_resource_is_reported_as_running_as_the_default_compute_account() -> None:
+    """pulumi-gcp's queued resource cannot name a service account, so every TPU VM of it runs as the
+    project's default compute account (Editor unless removed): an advisory per slice, never a
+    refusal, since no TPU fleet could comply."""
+    reported = advise(tpu_fleet(slices=2))
+    assert [(v.rule, v.type, v.name) for v in reported] == [
+        ("gcp-tpu-default-service-account", rules.GCP_TPU_QUEUED, "tpu-v5e-64")
+    ] * 2
+    for i, v in enumerate(reported):
+        assert v.message.startswith(f"tpu.nodeSpecs[{i}] (slice-{i}) runs as the project's default compute")
+        assert "remove roles/editor from <project-number>-compute@developer.gserviceaccount.com" in v.message
+        assert "--service-account" in v.message
+    assert check(tpu_fleet()) == []  # mandatory rules: the TPU fleet still passes
+    assert advise(gpu_fleet()) == []  # GPU nodes have the fleet's own account, judged by the mandatory rule
+
+
+@pytest.mark.parametrize(
+    ("email", "reported"),
+    [
+        ("tpu-nodes@p.iam.gserviceaccount.com", False),
+        ("default", True),
+        ("123456789012-compute@developer.gserviceaccount.com", True),
+    ],
+)
+def test_a_queued_node_that_names_an_account_is_judged_by_it(email: str, reported: bool) -> None:
+    def name_account(props: dict[str, Any]) -> None:
+        for spec in props["tpu"]["nodeSpecs"]:
+            spec["node"]["serviceAccount"] = {"email": email}
+
+    assert bool(advise(_changed(tpu_fleet(), rules.GCP_TPU_QUEUED, name_account))) is reported
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("gcp-tpu-*.yaml")))
+def test_planned_tpu_examples_are_advised_about_and_plan_with_the_stack_s_warning(example: str) -> None:
+    from fleetforge.plan import plan_file
+    from stacks.gcp_tpu import DEFAULT_ACCOUNT_WARNING
+
+    plan = plan_file(EXAMPLES / example)
+    planned = [Resource(r.type, r.name, r.inputs, id=r.id) for r in plan.resources]
+    (queued,) = [r for r in planned if r.type == rules.GCP_TPU_QUEUED]
+    slices = len(queued.props["tpu"]["nodeSpecs"])
+    assert [v.rule for v in advise(planned)] == ["gcp-tpu-default-service-account"] * slices
+    assert plan.violations == ()  # advisory: `fleetforge plan` still passes
+    assert plan.warnings == (DEFAULT_ACCOUNT_WARNING,)  # and says so

@@ -24,8 +24,11 @@ class _Level(Enum):
 
 
 class _Policy:
-    def __init__(self, name: str, description: str, validate: Any, **_: Any) -> None:
+    def __init__(
+        self, name: str, description: str, validate: Any, enforcement_level: _Level | None = None, **_: Any
+    ) -> None:
         self.name, self.description, self.validate = name, description, validate
+        self.level = enforcement_level
 
 
 class _Pack:
@@ -61,9 +64,27 @@ def pack(monkeypatch: pytest.MonkeyPatch) -> _Pack:
     return made
 
 
-def test_pack_holds_every_rule_as_mandatory(pack: _Pack) -> None:
+def test_pack_holds_every_rule_mandatory_but_the_advisory_ones(pack: _Pack) -> None:
     assert pack.name == "fleetforge" and pack.level is _Level.MANDATORY
-    assert [p.name for p in pack.policies] == [r.name for r in (*rules.RESOURCE_RULES, *rules.STACK_RULES)]
+    assert [p.name for p in pack.policies] == [
+        r.name for r in (*rules.RESOURCE_RULES, *rules.ADVISORY_RULES, *rules.STACK_RULES)
+    ]
+    advisory = {r.name for r in rules.ADVISORY_RULES}
+    assert advisory == {"gcp-tpu-default-service-account"}
+    # None: the pack's level (mandatory); the advisory rules say so themselves.
+    assert {p.name: p.level for p in pack.policies} == {
+        p.name: _Level.ADVISORY if p.name in advisory else None for p in pack.policies
+    }
+
+
+def test_the_advisory_tpu_rule_reports_a_queued_resource(pack: _Pack) -> None:
+    tpu = next(p for p in pack.policies if p.name == "gcp-tpu-default-service-account")
+    reported: list[str] = []
+    props = crossguard_props(
+        {"tpu": {"nodeSpecs": [{"nodeId": "slice-0", "node": {"acceleratorType": "v5p-64"}}]}}
+    )
+    tpu.validate(_Args(resource_type=rules.GCP_TPU_QUEUED, props=props), lambda m, u=None: reported.append(m))
+    assert len(reported) == 1 and "default compute service account" in reported[0]
 
 
 def test_resource_policy_reports_the_rule_messages(pack: _Pack) -> None:

@@ -11,7 +11,8 @@ import pulumi
 import pytest
 import yaml
 
-from fleet.spec import SpecError, azure_ib_domains, spec_from_mapping
+from fleet.catalog import Sku, get_sku
+from fleet.spec import FleetSpec, SpecError, azure_ib_domains, spec_from_mapping
 from stacks import azure_compute
 from stacks.ansible_inventory import from_stack_outputs
 from stacks.azure import AzureFleet
@@ -106,17 +107,87 @@ def test_the_nodes_identity_is_the_only_one_and_reaches_only_the_checkpoint_cont
     }
 
 
-def test_spot_and_reservation_reach_the_scale_set() -> None:
+def test_spot_reaches_the_scale_set_and_nothing_consumes_a_reservation_by_default() -> None:
     _, spot = _vmss_profile(azure_doc(capacity={"type": "spot"}))
     assert (spot["priority"], spot["evictionPolicy"], spot["billingProfile"]) == (
         "Spot",
         "Delete",
         {"maxPrice": -1},
     )
-    _, reserved = _vmss_profile(azure_doc(capacity={"type": "reservation", "reservation_id": "ndh100-crg"}))
-    group = reserved["capacityReservation"]["capacityReservationGroup"]["id"]
-    assert group.endswith("/providers/Microsoft.Compute/capacityReservationGroups/ndh100-crg")
+    assert "capacityReservation" not in spot
     assert "capacityReservation" not in _vmss_profile(azure_doc())[1]
+
+
+RESERVATION_GROUP = (
+    f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/capacity/providers/Microsoft.Compute/"
+    "capacityReservationGroups/ndh100-crg"
+)
+
+
+@pytest.mark.parametrize("sku", AZURE_SKUS)
+@pytest.mark.parametrize("reservation_id", ["ndh100-crg", RESERVATION_GROUP])
+def test_a_reservation_on_an_infiniband_sku_is_refused_before_pulumi_runs(
+    sku: str, reservation_id: str
+) -> None:
+    # Azure attaches a capacity reservation group to a Uniform scale set only with
+    # singlePlacementGroup false, and InfiniBand needs it true: such a fleet could never deploy.
+    assert get_sku(sku).fabric.kind == "infiniband"
+    doc = azure_doc(sku=sku, capacity={"type": "reservation", "reservation_id": reservation_id})
+    problems = dict(spec_problems(spec_from_mapping(doc)))
+    assert "singlePlacementGroup false" in problems["capacity.type"]
+    assert problems["capacity.type"].endswith("allowed on azure InfiniBand SKUs: on-demand, spot")
+    with pytest.raises(SpecError, match=r"capacity\.type: reservation"):
+        plan_of(doc)
+
+
+def test_the_stack_itself_refuses_a_reservation_on_an_infiniband_sku() -> None:
+    doc = azure_doc(capacity={"type": "on-demand"})
+    args = dataclasses.replace(
+        AzureFleetArgs.from_spec(spec_from_mapping(doc)),
+        capacity="reservation",
+        reservation=RESERVATION_GROUP,
+    )
+    with pytest.raises(
+        pulumi.RunError, match=r"capacity\.type: reservation needs singlePlacementGroup false"
+    ):
+        _fleet_records(args)
+
+
+def _ethernet(sku: Sku) -> Sku:
+    """The catalog's SKU with a fabric that is not InfiniBand (no catalog Azure SKU has one yet)."""
+    return sku.model_copy(update={"fabric": sku.fabric.model_copy(update={"kind": "ethernet"})})
+
+
+def test_a_reservation_elsewhere_must_be_the_group_s_full_id(monkeypatch: pytest.MonkeyPatch) -> None:
+    ethernet = _ethernet(get_sku("Standard_ND96isr_H100_v5"))
+    monkeypatch.setattr(FleetSpec, "catalog_sku", property(lambda _: ethernet))
+    bare = spec_from_mapping(azure_doc(capacity={"type": "reservation", "reservation_id": "ndh100-crg"}))
+    problems = dict(spec_problems(bare))
+    assert "capacity.type" not in problems
+    message = problems["capacity.reservation_id"]
+    assert "resource group this stack creates" in message
+    assert message.endswith(
+        "allowed: the group's full id, /subscriptions/<subscription id>/resourceGroups/<group>/providers/"
+        "Microsoft.Compute/capacityReservationGroups/<name>"
+    )
+    full = spec_from_mapping(azure_doc(capacity={"type": "reservation", "reservation_id": RESERVATION_GROUP}))
+    assert spec_problems(full) == []
+
+
+def test_a_reservation_elsewhere_reaches_a_scale_set_without_a_single_placement_group() -> None:
+    base = AzureFleetArgs.from_spec(spec_from_mapping(azure_doc()))
+    args = dataclasses.replace(
+        base, sku=_ethernet(base.sku), capacity="reservation", reservation=RESERVATION_GROUP
+    )
+    recorded, _ = _fleet_records(args)
+    (vmss,) = [r for r in recorded if r.type == VMSS]
+    assert vmss.inputs["singlePlacementGroup"] is False
+    profile = vmss.inputs["virtualMachineProfile"]
+    assert profile["capacityReservation"] == {"capacityReservationGroup": {"id": RESERVATION_GROUP}}
+    with pytest.raises(
+        pulumi.RunError, match=r"capacity\.reservation_id: 'ndh100-crg'; allowed on azure: /subscriptions/"
+    ):
+        _fleet_records(dataclasses.replace(args, reservation="ndh100-crg"))
 
 
 def test_nsg_allows_ssh_only_from_the_spec_cidr_and_denies_the_internet() -> None:
@@ -401,3 +472,93 @@ def test_the_specs_key_vault_key_reaches_the_file_system() -> None:
         spec_from_mapping(bad)
     with pytest.raises(SpecError, match="go together"):
         spec_from_mapping({**doc, "azure": {"key_url": key}})
+
+
+def test_the_file_system_waits_for_its_identity_s_grant_on_the_key_vault() -> None:
+    # Azure reads the key when it creates the file system: the grant must exist first, as it does
+    # for the checkpoint account.
+    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
+    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    args = dataclasses.replace(
+        AzureFleetArgs.from_spec(spec_from_mapping(azure_doc())), key_url=key, key_vault_id=vault
+    )
+    recorded, _ = _fleet_records(args)
+    (fs,) = [r for r in recorded if r.type == AMLFS]
+    (fs_grant,) = [r for r in recorded if r.type == ROLE and r.name.endswith("amlfs-key")]
+    (account,) = [r for r in recorded if r.type == ACCOUNT]
+    (ckpt_grant,) = [r for r in recorded if r.type == ROLE and r.name.endswith("ckpt-key")]
+    assert fs_grant.urn and fs_grant.urn in fs.dependencies
+    assert ckpt_grant.urn and ckpt_grant.urn in account.dependencies
+
+
+def _run_with_config_key(value: str) -> None:
+    args = AzureFleetArgs.from_spec(spec_from_mapping(azure_doc()))
+    assert args.ssh_public_key is None  # the key comes from Pulumi config
+
+    def program() -> None:
+        AzureFleet(args.name, args)
+
+    run(program, FleetMocks(region=args.location, zone=args.zone or ""), {"fleetforge:sshPublicKey": value})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHm3Ij6DJEdqPQBHtoXuUo3hJZc7CrHD8dSv",  # truncated
+        "ssh-ed25519",
+        "-----BEGIN OPENSSH PRIVATE KEY-----",
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHm3Ij6DJEdqPQBHtoXuUo3hJZc7CrHD8dSv/TWedJb3 a\nssh-rsa AAAA b",
+    ],
+)
+def test_a_malformed_ssh_key_from_pulumi_config_is_refused_by_its_config_name(value: str) -> None:
+    with pytest.raises(
+        pulumi.RunError, match=r"^fleetforge:sshPublicKey: not an OpenSSH public key line; allowed: "
+    ) as caught:
+        _run_with_config_key(value)
+    assert "ssh-ed25519 AAAA..." in str(caught.value) and "2048+ bits" in str(caught.value)
+
+
+def _lustre_subnet(doc: dict[str, Any]) -> str:
+    prefix: str = one(plan_of(doc), AZ_SUBNET, "lustre-subnet").inputs["addressPrefix"]
+    return prefix
+
+
+@pytest.mark.parametrize(
+    ("tier", "tib", "expected"),
+    [
+        (500, 4, "10.64.128.0/27"),  # 4-16 TiB: /27
+        (125, 16, "10.64.128.0/27"),
+        (125, 32, "10.64.128.0/26"),  # 20-40 TiB: /26
+        (125, 128, "10.64.128.0/24"),  # 96-196 TiB: /24
+        (40, 384, "10.64.128.0/23"),  # 200-400 TiB: /23
+        (40, 768, "10.64.128.0/22"),  # beyond Microsoft's table: one more bit
+    ],
+)
+def test_the_lustre_subnet_is_sized_by_the_file_system_s_capacity(tier: int, tib: int, expected: str) -> None:
+    fs = {"kind": "amlfs", "capacity_tib": tib, "throughput_mbps_per_tib": tier}
+    doc = azure_doc(network={"ssh_cidr": "10.20.0.0/16"}, storage__filesystem=fs)
+    assert spec_problems(spec_from_mapping(doc)) == []
+    assert _lustre_subnet(doc) == expected
+    # Nodes keep the VNet's first half whatever the file system's size.
+    assert one(plan_of(doc), AZ_SUBNET, "nodes-subnet").inputs["addressPrefix"] == "10.64.0.0/17"
+
+
+def test_a_vnet_too_small_for_a_large_file_system_is_named_before_pulumi_runs() -> None:
+    large = {"kind": "amlfs", "capacity_tib": 384, "throughput_mbps_per_tib": 40}
+    doc = azure_doc(network={"vpc_cidr": "10.64.0.0/23"}, storage__filesystem=large)
+    problems = dict(spec_problems(spec_from_mapping(doc)))
+    assert problems["network.vpc_cidr"] == (
+        "10.64.0.0/23 leaves a /24 (the VNet's second half) for Azure Managed Lustre, and 384 TiB needs a "
+        "/23 (https://learn.microsoft.com/en-us/azure/azure-managed-lustre/amlfs-prerequisites); "
+        "allowed: a /22 or larger range"
+    )
+    # The same VNet holds a small file system's /27 (and the nodes) without a problem.
+    small = {"kind": "amlfs", "capacity_tib": 16, "throughput_mbps_per_tib": 125}
+    assert (
+        spec_problems(
+            spec_from_mapping(azure_doc(network={"vpc_cidr": "10.64.0.0/23"}, storage__filesystem=small))
+        )
+        == []
+    )
+    with pytest.raises(SpecError, match=r"network\.vpc_cidr: 10\.64\.0\.0/23 leaves a /24"):
+        plan_of(doc)
