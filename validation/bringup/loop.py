@@ -291,7 +291,12 @@ class _Loop:
     def burn_and_gate(self, r: dict[str, Any]) -> GateResult:
         n = r["round"]
         timings: dict[str, float] = {}
+        # A burn-in that finished before an interruption (at the gate, say) is judged, not redone.
+        earlier = (
+            {k: r.get(k) for k in ("burned", "instances", "host_reasons")} if r.get("measured") else None
+        )
         r.update(started=_stamp(), timings_s=timings, replaced=[], patterns=[], not_replaced=[], retry=[])
+        r.pop("measured", None)
         view = self.read_inventory()
         listed = view.hosts
         ids = self.identities(view)
@@ -302,41 +307,48 @@ class _Loop:
                 # A replacement that joined after its round's wait: it continues that slot's line.
                 self.rec.slots[host] = self.rec.pending.pop(0)
         results = self.s.out_dir / f"round-{n}" / "results"
-        try:
-            if results.exists():
-                shutil.rmtree(results)  # an interrupted attempt's files are never judged
-            results.mkdir(parents=True)
-        except OSError as exc:
-            raise BringupError(
-                f"{results}: cannot prepare it ({exc.strerror or exc})", "CANT_CREATE"
-            ) from None
+        instances = {h: i for h, i in ids.items() if i is not None}
         kept: list[str] = []
         changed: list[str] = []
         for host in hosts:
-            earlier = self.rec.results.get(host)
-            if earlier is None:
+            if self.rec.results.get(host) is None:
                 continue
             if host in self.rec.instances and ids.get(host) != self.rec.instances[host]:
                 changed.append(host)  # another machine under the name: its results are not this one's
                 continue
-            try:
-                shutil.copy2(earlier, results / f"{host}.jsonl")
-            except OSError:
-                continue  # its results are gone: it is burned in again rather than judged on nothing
             kept.append(host)
         burn = [h for h in hosts if h not in kept]
-        r.update(
-            inventory=listed,
-            kept=kept,
-            burned=burn,
-            instances={h: i for h, i in ids.items() if i is not None},
-        )
+        # Judged as measured only when the same machines stand under the same names (a file gone
+        # since is judged missing: a reject, never an accept).
+        resumed = earlier is not None and earlier["burned"] == burn and earlier["instances"] == instances
+        try:
+            if results.exists() and not resumed:
+                shutil.rmtree(results)  # an interrupted attempt's files are never judged
+            results.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BringupError(
+                f"{results}: cannot prepare it ({exc.strerror or exc})", "CANT_CREATE"
+            ) from None
+        for host in list(kept):
+            try:
+                shutil.copy2(self.rec.results[host], results / f"{host}.jsonl")
+            except OSError:
+                kept.remove(host)  # its results are gone: burned in again rather than judged on nothing
+                burn.append(host)
+                if resumed:
+                    resumed = False  # burned in again after all: the finished run's files go
+                    for stale in burn:
+                        (results / f"{stale}.jsonl").unlink(missing_ok=True)
+        r.update(inventory=listed, kept=kept, burned=burn, instances=instances)
         if changed:
             r["instance_changed"] = changed
             self.say(f"round {n}: {', '.join(changed)}: another instance since its burn-in, burned in again")
         self.save()
         reasons: dict[str, list[Reason]] = {h: self.rec.reasons_of(h) for h in kept}
-        if burn:
+        if burn and resumed and earlier is not None:
+            self.say(f"round {n}: its burn-in finished before the interruption: judging its results")
+            reasons.update(_reasons_of(earlier["host_reasons"] or {}, burn, n))
+        elif burn:
             self.say(
                 f"round {n}: burn-in on {len(burn)} host(s): {', '.join(burn)}"
                 + (f" ({len(kept)} kept on their earlier results)" if kept else "")
@@ -361,6 +373,9 @@ class _Loop:
                     "INCOMPLETE",
                 )
             reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
+            r["measured"] = True
+            r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
+            self.save()  # from here an interruption costs the gate, not the burn-in
         else:
             self.say(f"round {n}: no new host to burn in; judging the kept results again")
         r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
@@ -738,6 +753,18 @@ def _identities(
         )
         out[host] = text if well_formed else None
     return out
+
+
+def _reasons_of(saved: Mapping[str, Any], hosts: Sequence[str], round_no: int) -> dict[str, list[Reason]]:
+    """The reasons a finished burn-in gave its hosts, as the record kept them."""
+    try:
+        return {h: [Reason(**x) for x in saved.get(h, [])] for h in hosts}
+    except (TypeError, ValueError, AttributeError):
+        raise BringupError(
+            f"rounds.{round_no - 1}.host_reasons: not the reasons this bring-up recorded; nothing was "
+            "judged or replaced",
+            "DATA",
+        ) from None
 
 
 def _no_identity(var: str, hosts: Sequence[str]) -> str:

@@ -416,6 +416,51 @@ def test_an_interrupted_round_is_redone_and_finished_rounds_are_not(tmp_path: Pa
     assert [r["round"] for r in on_disk(tmp_path)["rounds"]] == [1, 2]
 
 
+def test_an_interruption_after_a_finished_burn_in_judges_it_on_resume_without_running_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from validation.bringup import loop
+
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], unreachable={"node3"})
+    judge = loop.decide
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        raise KeyboardInterrupt  # Ctrl-C, or a CI job cancelled, right after the burn-in
+
+    monkeypatch.setattr(loop, "decide", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    monkeypatch.setattr(loop, "decide", judge)
+    outcome = run(fleet, tmp_path, resume=True)
+    # One burn-in for round 1, not two: the measurements of the interrupted attempt were judged,
+    # node3's unreachable reason with them.
+    assert fleet.runs[0] == () and fleet.runs.count(()) == 1, fleet.runs
+    r1 = on_disk(tmp_path)["rounds"][0]
+    assert set(r1["rejected"]) == {"node2", "node3"}
+    assert "unreachable" in r1["verdicts"]["node3"]["reasons"][0]["message"]
+    assert outcome.status in ("ready", "budget-spent", "waiting"), outcome.reason
+
+
+def test_a_resume_after_the_machines_changed_burns_the_round_in_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from validation.bringup import loop
+
+    fleet = FakeFleet(list(NODES), slow={"node2"}, identity=True, spares=["node4"])
+    judge = loop.decide
+
+    def interrupted(*args: Any, **kw: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loop, "decide", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    monkeypatch.setattr(loop, "decide", judge)
+    fleet.new_instance("node1")  # the group healed node1 while nobody watched
+    run(fleet, tmp_path, resume=True)
+    assert fleet.runs[:2] == [(), ()]  # what was measured is not node1's machine any more
+
+
 def test_an_interruption_while_waiting_resumes_at_the_wait_without_replacing_again(tmp_path: Path) -> None:
     fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4"], appear=False)
 
