@@ -165,22 +165,6 @@ class _Replaced(_Asked):
     ok: Annotated[bool, Strict()]
 
 
-class _Round(_Open):
-    round: Annotated[int, Strict(), Field(ge=1)]
-    phase: Literal[PHASES]  # type: ignore[valid-type]
-    inventory: list[_Text] = []
-    kept: list[_Text] = []
-    burned: list[_Text] = []
-    replacing: list[_Asked] = []
-    replaced: list[_Replaced] = []
-
-
-class _Replacement(_Open):
-    round: Annotated[int, Strict(), Field(ge=1)]
-    node: _Text
-    keys: _Keys
-
-
 class _ReasonDoc(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rule: _Text
@@ -189,6 +173,37 @@ class _ReasonDoc(BaseModel):
     measured: float | _Text | None
     expected: float | _Text | None
     message: _Text
+
+
+class _Noted(_Open):
+    """A node the round left out or burns in again, the instance it showed, and why."""
+
+    node: _Text
+    instance: _Text | None = None
+    why: _Text
+
+
+class _Round(_Open):
+    round: Annotated[int, Strict(), Field(ge=1)]
+    phase: Literal[PHASES]  # type: ignore[valid-type]
+    inventory: list[_Text] = []
+    kept: list[_Text] = []
+    burned: list[_Text] = []
+    replacing: list[_Asked] = []
+    replaced: list[_Replaced] = []
+    # What the loop reads back on resume: each typed, so damage is a field named, not a crash.
+    left_out: list[_Noted] = []
+    retry: list[_Noted] = []
+    instances: dict[str, _Text] = {}
+    timings_s: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = {}
+    host_reasons: dict[str, list[_ReasonDoc]] = {}
+    measured: Annotated[bool, Strict()] = False
+
+
+class _Replacement(_Open):
+    round: Annotated[int, Strict(), Field(ge=1)]
+    node: _Text
+    keys: _Keys
 
 
 class _Record(BaseModel):

@@ -553,6 +553,10 @@ def test_a_budget_out_of_range_is_refused(kw: dict[str, float], word: str) -> No
         (lambda d: d["history"]["node2"][0].update(keys="slow"), "history.node2.0.keys"),
         (lambda d: d.update(pending=[1]), "pending.0"),
         (lambda d: d.update(retired={"node2": 7}), "retired.node2"),
+        (lambda d: d["rounds"][0].update(left_out="x"), "rounds.0.left_out"),
+        (lambda d: d["rounds"][0].update(timings_s=[]), "rounds.0.timings_s"),
+        (lambda d: d["rounds"][0].update(instances={"node1": 7}), "rounds.0.instances.node1"),
+        (lambda d: d["rounds"][0].update(host_reasons={"node3": ["slow"]}), "rounds.0.host_reasons.node3"),
     ],
     ids=lambda x: x if isinstance(x, str) else "",
 )
