@@ -714,6 +714,27 @@ def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         yield "capacity.type", "on-prem fleets own their hardware; allowed: on-demand"
 
 
+def _bucket_name_problem(cloud: str, name: str) -> str | None:
+    """What the cloud refuses in a bucket name the spec's grammar lets through, or None.
+
+    Both: no dots. Google creates a dotted name only for a verified domain owner, and on S3 a dot
+    breaks TLS for the virtual-hosted address the nodes use (the certificate is *.s3...);
+    https://cloud.google.com/storage/docs/buckets#naming,
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html."""
+    if "." in name:
+        return (
+            f"{name!r}: dots are refused (GCS asks domain verification, S3 TLS breaks); allowed: a-z, 0-9, -"
+        )
+    if cloud == "gcp" and (name.startswith("goog") or "google" in name):
+        return f"{name!r}: Cloud Storage refuses names starting with 'goog' or containing 'google'"
+    if cloud == "aws" and (
+        name.startswith(("xn--", "sthree-", "amzn-s3-demo-"))
+        or name.endswith(("-s3alias", "--ol-s3", "--x-s3"))
+    ):
+        return f"{name!r}: S3 reserves that prefix or suffix (xn--, sthree-, amzn-s3-demo-, -s3alias, --ol-s3, --x-s3)"
+    return None
+
+
 def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
     fs = spec.storage.filesystem
     ckpt = spec.storage.checkpoints
@@ -729,6 +750,10 @@ def _storage_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:
         and not re.fullmatch(r"[a-z0-9]{3,24}", ckpt.bucket)
     ):
         yield "storage.checkpoints.bucket", "an Azure storage account name: 3-24 lowercase letters and digits"
+    if ckpt is not None and ckpt.bucket and spec.cloud in ("aws", "gcp"):
+        problem = _bucket_name_problem(spec.cloud, ckpt.bucket)
+        if problem is not None:
+            yield "storage.checkpoints.bucket", problem
     if fs is None:
         return
     allowed = FILESYSTEMS_BY_CLOUD[spec.cloud]

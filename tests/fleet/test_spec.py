@@ -38,6 +38,30 @@ DELETE = object()
 # (id, document, field path the error must name, fragment of what is allowed / why)
 BAD: list[tuple[str, dict[str, Any], str, str]] = [
     (
+        "gcs-bucket-google",
+        with_(GCP, "storage.checkpoints.bucket", "google-ckpt"),
+        "storage.checkpoints.bucket",
+        "goog",
+    ),
+    (
+        "gcs-bucket-dotted",
+        with_(GCP, "storage.checkpoints.bucket", "ckpt.example.com"),
+        "storage.checkpoints.bucket",
+        "dots",
+    ),
+    (
+        "s3-bucket-alias-suffix",
+        with_(AWS, "storage.checkpoints.bucket", "ckpt-s3alias"),
+        "storage.checkpoints.bucket",
+        "-s3alias",
+    ),
+    (
+        "s3-bucket-xn",
+        with_(AWS, "storage.checkpoints.bucket", "xn--ckpt"),
+        "storage.checkpoints.bucket",
+        "xn--",
+    ),
+    (
         "aws-vpc-without-subnet",
         with_(AWS, "network.vpc_id", "vpc-0abc1234def567890"),
         "network.subnet_id",
