@@ -42,6 +42,11 @@ from tests.stacks.plans import (
     plan_of,
 )
 
+VAULT = (
+    f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
+)
+KEY = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+
 
 def _vmss_profile(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     vmss = one(plan_of(doc), VMSS).inputs
@@ -410,8 +415,7 @@ def test_a_size_azure_lists_for_trusted_launch_gets_secure_boot_and_vtpm(
 
 
 def test_a_key_vault_key_encrypts_amlfs_through_its_own_identity_and_grant() -> None:
-    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
-    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    vault, key = VAULT, KEY
     args = dataclasses.replace(
         AzureFleetArgs.from_spec(spec_from_mapping(azure_doc())), key_url=key, key_vault_id=vault
     )
@@ -430,8 +434,7 @@ def test_a_key_vault_key_encrypts_amlfs_through_its_own_identity_and_grant() -> 
 
 
 def test_a_key_vault_key_encrypts_the_checkpoint_account_through_its_own_identity() -> None:
-    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
-    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    vault, key = VAULT, KEY
     doc = azure_doc(storage__checkpoints={"bucket": "ndh100ckpt", "retention_days": 30})
     args = dataclasses.replace(
         AzureFleetArgs.from_spec(spec_from_mapping(doc)), key_url=key, key_vault_id=vault
@@ -461,8 +464,7 @@ def test_a_key_vault_key_encrypts_the_checkpoint_account_through_its_own_identit
 
 
 def test_the_specs_key_vault_key_reaches_the_file_system() -> None:
-    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
-    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    vault, key = VAULT, KEY
     doc = azure_doc()
     doc["azure"] = {**(doc.get("azure") or {}), "key_url": key, "key_vault_id": vault}
     args = AzureFleetArgs.from_spec(spec_from_mapping(doc))
@@ -477,8 +479,7 @@ def test_the_specs_key_vault_key_reaches_the_file_system() -> None:
 def test_the_file_system_waits_for_its_identity_s_grant_on_the_key_vault() -> None:
     # Azure reads the key when it creates the file system: the grant must exist first, as it does
     # for the checkpoint account.
-    vault = f"/subscriptions/{MOCK_SUBSCRIPTION}/resourceGroups/keys/providers/Microsoft.KeyVault/vaults/fleetkeys"
-    key = "https://fleetkeys.vault.azure.net/keys/amlfs/0123456789abcdef0123456789abcdef"
+    vault, key = VAULT, KEY
     args = dataclasses.replace(
         AzureFleetArgs.from_spec(spec_from_mapping(azure_doc())), key_url=key, key_vault_id=vault
     )
