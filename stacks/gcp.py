@@ -5,9 +5,10 @@ checkpoint bucket, secure by default.
 The parts live beside this file, one concern each: gcp_layout (networks and slices derived from the
 catalog, no Pulumi), gcp_network (VPCs, firewalls, Cloud NAT, private services access),
 gcp_compute (service account, instance template, MIG), gcp_tpu (queued resource), gcp_storage
-(Managed Lustre, bucket). Every child is parented to the component and pinned to its provider,
-which deploys in the spec's region and zone; the project is the provider's (`gcp:project` stack
-config or the environment), read once at deploy time. The registered outputs follow
+(Managed Lustre, bucket), gcp_keys (the service agents' grants on the spec's `kms_key`, which the
+bucket, Managed Lustre and the nodes wait for). Every child is parented to the component and
+pinned to its provider, which deploys in the spec's region and zone; the project is the
+provider's (`gcp:project` stack config or the environment), read once at deploy time. The registered outputs follow
 stacks.outputs, the shape every cloud shares.
 """
 

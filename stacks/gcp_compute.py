@@ -14,7 +14,8 @@ replacing a rejected node is the group's job (`recreateInstances` keeps its name
   and flex-start VMs (the group recreates them).
 - Shielded VM (secure boot, vTPM, integrity monitoring): the accelerator images' drivers are signed.
 - Boot disk: Hyperdisk Balanced (the disk A3 Ultra and A4 take, and A3 High/Mega accept), encrypted
-  with the fleet's KMS key when the spec gives one.
+  with the fleet's KMS key when the spec gives one, once the Compute Engine service agent may use
+  it (stacks.gcp_keys).
 - NICs one per catalog slot (stacks.gcp_layout), no access config anywhere: no external IPs.
 - Capacity: a named reservation by specific affinity; spot as SPOT with DELETE on preemption;
   queued as Dynamic Workload Scheduler flex-start: FLEX_START VMs, no reservation, a group created
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from stacks import gcp_keys
 from stacks.gcp_context import GROUP_LABEL, Context
 from stacks.gcp_layout import NicPlan
 from stacks.gcp_network import Networks
@@ -103,6 +105,10 @@ def nodes(ctx: Context, net: Networks, who: Identity) -> Compute:
         ).self_link
     )
     placement = _placement(ctx)
+    # The group's VMs fail to start while the Compute Engine service agent cannot use the boot
+    # disks' key: the template and the group wait for its grant.
+    key_grant = gcp_keys.compute_grant(ctx)
+    waits_for: list[pulumi.Resource] | None = [key_grant] if key_grant is not None else None
     template = gcp.compute.InstanceTemplate(
         ctx.name("template"),
         gcp.compute.InstanceTemplateArgs(
@@ -139,7 +145,7 @@ def nodes(ctx: Context, net: Networks, who: Identity) -> Compute:
             can_ip_forward=False,
             labels={**ctx.labels("node"), GROUP_LABEL: args.group_label},
         ),
-        ctx.opts(),
+        ctx.opts(depends_on=waits_for),
     )
     queued = args.capacity == "queued"
     group = gcp.compute.InstanceGroupManager(
@@ -174,7 +180,7 @@ def nodes(ctx: Context, net: Networks, who: Identity) -> Compute:
             wait_for_instances=False,  # burn-in, not `pulumi up`, proves the fleet is whole
         ),
         # The resize request, not Pulumi, raises a queued group's size once capacity arrives.
-        ctx.opts(ignore_changes=["targetSize"] if queued else None),
+        ctx.opts(depends_on=waits_for, ignore_changes=["targetSize"] if queued else None),
     )
     resize = None
     if queued:

@@ -2,9 +2,11 @@
 
 - Managed Lustre (`lustre.Instance`) in the spec's zone on the primary host VPC, reached through
   private services access (stacks.gcp_network); capacity and throughput tier (or the Dynamic
-  tier) come from the spec, which checks them against the tiers' sizes. Encrypted with the fleet's KMS key when one is given.
+  tier) come from the spec, which checks them against the tiers' sizes. Encrypted with the fleet's
+  KMS key when one is given, once Managed Lustre's service agent may use it (stacks.gcp_keys).
 - The checkpoint bucket: uniform bucket-level access, public access prevention enforced,
-  versioning on, the fleet's KMS key as default key when given (Google-managed otherwise), and a
+  versioning on, the fleet's KMS key as default key when given (Google-managed otherwise; the Cloud
+  Storage service agent is granted the key first, stacks.gcp_keys), and a
   lifecycle that deletes checkpoints `retention_days` after they were written and replaced or
   deleted versions `noncurrent_retention_days` after they stopped being current.
 - The nodes' service account may read the bucket and create objects under checkpoints/ only
@@ -19,6 +21,7 @@ import re
 import pulumi
 import pulumi_gcp as gcp
 
+from stacks import gcp_keys
 from stacks.gcp_context import Context
 
 CHECKPOINT_PREFIX = "checkpoints/"
@@ -37,6 +40,10 @@ def filesystem(
     fs = ctx.args.filesystem
     if fs is None:
         return None
+    # Google refuses to create the instance while its service agent cannot use the key.
+    key_grant = gcp_keys.lustre_grant(ctx)
+    # The instance takes its addresses from the peered range, which must exist first.
+    waits_for: list[pulumi.Resource] = [r for r in (connection, key_grant) if r is not None]
     return gcp.lustre.Instance(
         ctx.name("lustre"),
         gcp.lustre.InstanceArgs(
@@ -59,8 +66,7 @@ def filesystem(
             description=f"fleetforge {ctx.args.name}: shared file system",
             labels=ctx.labels("lustre"),
         ),
-        # The instance takes its addresses from the peered range, which must exist first.
-        ctx.opts(depends_on=[connection] if connection is not None else None),
+        ctx.opts(depends_on=waits_for or None),
     )
 
 
@@ -69,6 +75,8 @@ def bucket(ctx: Context) -> gcp.storage.Bucket | None:
     if ckpt is None:
         return None
     kms = ctx.args.kms_key
+    # Cloud Storage refuses a default key its service agent cannot use.
+    key_grant = gcp_keys.storage_grant(ctx)
     return gcp.storage.Bucket(
         ctx.name("checkpoints"),
         gcp.storage.BucketArgs(
@@ -100,7 +108,7 @@ def bucket(ctx: Context) -> gcp.storage.Bucket | None:
             ],
             labels=ctx.labels("checkpoints"),
         ),
-        ctx.opts(),
+        ctx.opts(depends_on=[key_grant] if key_grant is not None else None),
     )
 
 

@@ -40,6 +40,7 @@ STACK = "plan"
 MOCK_ACCOUNT = "123456789012"
 MOCK_ROOT_DEVICE = "/dev/sda1"
 MOCK_PROJECT = "fleetforge-plan"
+MOCK_PROJECT_NUMBER = "271828182845"  # the mock project's number: service agents are named after it
 # A fixed subscription and tenant, so Azure ids in a plan are stable and well formed.
 MOCK_SUBSCRIPTION = "00000000-0000-4000-8000-00000000f1ee"
 MOCK_TENANT = "00000000-0000-4000-8000-0000000000aa"
@@ -60,6 +61,7 @@ AWS_MODULES = ("autoscaling", "ec2", "fsx", "iam", "kms", "s3", "ssm", "vpc")
 # The same for the GCP stack's modules, when the GCP provider is installed.
 GCP_MODULES = (
     "compute",
+    "kms",
     "lustre",
     "organizations",
     "projects",
@@ -228,6 +230,10 @@ class FleetMocks(pulumi.runtime.Mocks):
         elif typ == "gcp:lustre/instance:Instance":
             # A documentation-range address: the mount source's shape, not a real server.
             state["mountPoint"] = f"192.0.2.20@tcp:/{inputs.get('filesystem')}"
+        elif typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+            # The API's primary service agent: service-<number>@gcp-sa-<api>.iam.gserviceaccount.com
+            email = _gcp_agent(f"gcp-sa-{str(inputs.get('service')).split('.')[0]}")
+            state.update(email=email, member=f"serviceAccount:{email}")
         self.recorded.append(Recorded(typ, logical, inputs, rid))
         return rid, state
 
@@ -264,6 +270,23 @@ class FleetMocks(pulumi.runtime.Mocks):
                 "region": self.region,
                 "zone": self.zone,
                 "accessToken": "",
+            }, []
+        if args.token == "gcp:organizations/getProject:getProject":
+            project = str(a.get("projectId") or MOCK_PROJECT)
+            return {
+                "id": f"projects/{project}",
+                "projectId": project,
+                "name": project,
+                "number": MOCK_PROJECT_NUMBER,
+                "labels": {},
+            }, []
+        if args.token == "gcp:storage/getProjectServiceAccount:getProjectServiceAccount":
+            email = _gcp_agent("gs-project-accounts")
+            return {
+                "id": email,
+                "emailAddress": email,
+                "member": f"serviceAccount:{email}",
+                "project": str(a.get("project") or MOCK_PROJECT),
             }, []
         if args.token == "gcp:compute/getImage:getImage":
             project = str(a.get("project") or MOCK_PROJECT)
@@ -396,7 +419,14 @@ _GCP_SCOPE = {
 }
 
 
+def _gcp_agent(domain: str) -> str:
+    """A Google service agent of the mock project, e.g. domain gs-project-accounts for Cloud Storage."""
+    return f"service-{MOCK_PROJECT_NUMBER}@{domain}.iam.gserviceaccount.com"
+
+
 def _gcp_id(typ: str, name: str, region: str, zone: str, inputs: Mapping[str, Any]) -> str:
+    if typ == "gcp:projects/serviceIdentity:ServiceIdentity":
+        return f"projects/{MOCK_PROJECT}/services/{inputs.get('service')}"
     if typ == "gcp:serviceaccount/account:Account":
         return f"projects/{MOCK_PROJECT}/serviceAccounts/{inputs.get('accountId')}@{MOCK_PROJECT}.iam.gserviceaccount.com"
     if typ == "gcp:lustre/instance:Instance" and isinstance(inputs.get("instanceId"), str):

@@ -6,21 +6,25 @@ import ipaddress
 import json
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
 from fleet.catalog import get_sku
 from fleet.spec import SpecError, spec_from_mapping
 from fleetforge.plan import Plan
-from stacks.gcp import GcpFleetArgs
+from policy.rules import Resource, check
+from stacks.gcp import GcpFleet, GcpFleetArgs
 from stacks.gcp_compute import NODE_SCOPES
 from stacks.gcp_layout import IAP_RANGE, TPU_RUNTIME_VERSIONS
 from stacks.gcp_storage import CHECKPOINT_PREFIX
 from stacks.gcp_tpu import DEFAULT_ACCOUNT_WARNING
+from stacks.mocks import MOCK_PROJECT_NUMBER, FleetMocks, Recorded, run
 from stacks.prerequisites import spec_problems
 from tests.conftest import EXAMPLES
 from tests.stacks.plans import (
     FIREWALL,
+    GCP_EXAMPLE,
     GCP_GPU_SKUS,
     GCP_TPU_SKUS,
     GCS,
@@ -42,6 +46,8 @@ from tests.stacks.plans import (
 
 EXAMPLE_SIZE = 9  # 8 nodes + 1 spare in examples/gcp-a3-mega-fleet.yaml
 KMS_KEY = "projects/keys-prj/locations/us-central1/keyRings/fleet/cryptoKeys/disks"
+KEY_GRANT = "gcp:kms/cryptoKeyIAMMember:CryptoKeyIAMMember"
+SERVICE_IDENTITY = "gcp:projects/serviceIdentity:ServiceIdentity"
 
 
 def _networks_by_id(plan: Plan) -> dict[str, dict[str, Any]]:
@@ -300,13 +306,104 @@ def test_without_file_system_or_checkpoints_nothing_of_them_is_made() -> None:
     assert plan.outputs["storage"] is None and plan.outputs["checkpoints"] is None
 
 
+def _agent(domain: str) -> str:
+    """A service agent of the mocks' project (stacks.mocks names them after its number)."""
+    return f"service-{MOCK_PROJECT_NUMBER}@{domain}.iam.gserviceaccount.com"
+
+
+def _keyed_fleet(doc: dict[str, Any]) -> tuple[list[Recorded], dict[str, Any]]:
+    """The fleet's resources (with their dependencies) and outputs, under the mocks."""
+    args = GcpFleetArgs.from_spec(spec_from_mapping(doc))
+
+    def program() -> None:
+        for section, value in GcpFleet(args.name, args).outputs.items():
+            pulumi.export(section, value)
+
+    mocks = FleetMocks(region=args.region, zone=args.zone)
+    return mocks.recorded, run(program, mocks, {}).outputs
+
+
+def _records(recorded: list[Recorded], type_: str) -> list[Recorded]:
+    return [r for r in recorded if r.type == type_]
+
+
 def test_the_spec_kms_key_encrypts_boot_disks_bucket_and_lustre() -> None:
-    plan = plan_of(gcp_doc(kms_key=KMS_KEY))
-    (boot,) = one(plan, TEMPLATE).inputs["disks"]
+    recorded, outputs = _keyed_fleet(gcp_doc(kms_key=KMS_KEY))
+    ((tmpl,), (bucket,), (fs,)) = (_records(recorded, t) for t in (TEMPLATE, GCS, LUSTRE))
+    (boot,) = tmpl.inputs["disks"]
     assert boot["diskEncryptionKey"] == {"kmsKeySelfLink": KMS_KEY}
-    assert one(plan, GCS).inputs["encryption"] == {"defaultKmsKeyName": KMS_KEY}
-    assert one(plan, LUSTRE).inputs["kmsKey"] == KMS_KEY
-    assert plan.outputs["checkpoints"]["kms_key"] == KMS_KEY
+    assert bucket.inputs["encryption"] == {"defaultKmsKeyName": KMS_KEY}
+    assert fs.inputs["kmsKey"] == KMS_KEY
+    assert outputs["checkpoints"]["kms_key"] == KMS_KEY
+    assert check(Resource(r.type, r.name, r.inputs, id=r.id, urn=r.urn) for r in recorded) == []
+
+
+def test_each_service_agent_that_encrypts_with_the_key_may_use_that_key_only() -> None:
+    # Google encrypts as the product's service agent, and refuses a key that agent cannot use.
+    recorded, _ = _keyed_fleet(gcp_doc(kms_key=KMS_KEY))
+    grants = {r.inputs["member"]: r.inputs for r in _records(recorded, KEY_GRANT)}
+    assert set(grants) == {
+        f"serviceAccount:{_agent('gs-project-accounts')}",  # Cloud Storage: the checkpoint bucket
+        f"serviceAccount:{_agent('compute-system')}",  # Compute Engine: the nodes' boot disks
+        f"serviceAccount:{_agent('gcp-sa-lustre')}",  # Managed Lustre
+    }
+    for grant in grants.values():
+        # On the one key: neither its key ring nor the project.
+        assert grant == {
+            "cryptoKeyId": KMS_KEY,
+            "role": "roles/cloudkms.cryptoKeyEncrypterDecrypter",
+            "member": grant["member"],
+        }
+    (agent,) = _records(recorded, SERVICE_IDENTITY)
+    assert agent.inputs == {"service": "lustre.googleapis.com"}
+    kms_types = {r.type for r in recorded if r.type.startswith("gcp:kms/")}
+    assert kms_types == {KEY_GRANT}
+    project_roles = {r.inputs["role"] for r in _records(recorded, "gcp:projects/iAMMember:IAMMember")}
+    assert not any("cloudkms" in role for role in project_roles)
+    # Without a key, Google's own keys encrypt and no agent is granted anything.
+    plain = plan_of(gcp_doc())
+    assert of_type(plain, KEY_GRANT) == [] and of_type(plain, SERVICE_IDENTITY) == []
+
+
+@pytest.mark.parametrize(
+    ("doc", "agents"),
+    [
+        (gcp_doc(storage__filesystem=None), {"gs-project-accounts", "compute-system"}),
+        (
+            gcp_doc(storage={**GCP_EXAMPLE["storage"], "checkpoints": None}),
+            {"compute-system", "gcp-sa-lustre"},
+        ),
+        # TPU VMs take no key (stacks.gcp_tpu): only the checkpoint bucket uses it.
+        (tpu_doc(), {"gs-project-accounts"}),
+    ],
+    ids=["no-file-system", "no-checkpoints", "tpu"],
+)
+def test_only_the_agents_of_stores_the_fleet_creates_are_granted_the_key(
+    doc: dict[str, Any], agents: set[str]
+) -> None:
+    key = KMS_KEY.replace("us-central1", doc["region"])
+    recorded, _ = _keyed_fleet({**doc, "kms_key": key})
+    grants = _records(recorded, KEY_GRANT)
+    assert {r.inputs["member"] for r in grants} == {f"serviceAccount:{_agent(a)}" for a in agents}
+    assert {r.inputs["cryptoKeyId"] for r in grants} == {key}
+    assert (_records(recorded, SERVICE_IDENTITY) != []) == ("gcp-sa-lustre" in agents)
+
+
+def test_the_bucket_lustre_and_the_nodes_wait_for_their_agents_grant() -> None:
+    recorded, _ = _keyed_fleet(gcp_doc(kms_key=KMS_KEY))
+    grant = {r.inputs["member"].split("@")[1].split(".")[0]: r for r in _records(recorded, KEY_GRANT)}
+    waits = {
+        GCS: "gs-project-accounts",
+        LUSTRE: "gcp-sa-lustre",
+        TEMPLATE: "compute-system",
+        MIG: "compute-system",
+    }
+    for type_, agent in waits.items():
+        (consumer,) = _records(recorded, type_)
+        assert grant[agent].urn and grant[agent].urn in consumer.dependencies, (type_, consumer.dependencies)
+    (fs,) = _records(recorded, LUSTRE)
+    (peering,) = _records(recorded, "gcp:servicenetworking/connection:Connection")
+    assert peering.urn in fs.dependencies  # still after private services access
 
 
 def test_dynamic_tier_lustre_has_no_fixed_throughput() -> None:
