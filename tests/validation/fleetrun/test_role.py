@@ -172,3 +172,43 @@ def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path:
     assert all(r.status == "skip" for r in seen.ib_records.values())
     result, skipped = ib_pair_result(Pair.of("h0", "h1"), seen, 0, allreduce=False)
     assert result is None and skipped
+
+
+def test_a_node_that_renames_itself_in_returned_facts_writes_no_file_on_the_controller(
+    tmp_path: Path,
+) -> None:
+    """Any module's result is the node's to write, and facts it returns outrank role defaults and
+    inventory vars: a compromised node setting burnin_node must not choose the controller's path."""
+    from fleet.results import RunRecord
+    from tests.local_play import local_hosts, run_play
+
+    library = tmp_path / "library"
+    library.mkdir()
+    node = tmp_path / "node" / "a" / "b"
+    fetched = tmp_path / "controller" / "results"
+    fetched.mkdir(parents=True)
+    (fetched / "h0.jsonl").write_text("h0's own results\n")
+    hosts = local_hosts({"h1": {"burnin_results_dir": str(node), "burnin_fetch_dir": str(fetched)}})
+    for name in ("../../escaped", "h0"):  # out of the results folder; another host's file
+        # Stands in for any module result: the node's own Python prints it.
+        facts = {"changed": False, "ansible_facts": {"burnin_node": name}}
+        (library / "node_says.py").write_text(
+            f"#!/usr/bin/python3\nimport json\nprint(json.dumps({facts!r}))\n"
+        )
+        with ResultsWriter(node / f"{name}.jsonl") as writer:  # what the node would send
+            writer.append(RunRecord.model_validate({**RUN, "node": "h0", "checks": []}))
+        done = run_play(
+            tmp_path,
+            {"all": {"hosts": hosts}},
+            [
+                {"name": "Any task", "node_says": {}},
+                {"ansible.builtin.include_role": {"name": "burnin", "tasks_from": "fetch.yml"}},
+            ],
+            env={"ANSIBLE_LIBRARY": str(library), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")},
+        )
+        assert done.returncode == 2, done.stdout[-2000:]  # the host fails: the gate rejects it
+        assert "not this host's inventory name" in done.stdout, done.stdout[-2000:]
+        on_controller = [p for p in tmp_path.rglob("*.jsonl") if tmp_path / "node" not in p.parents]
+        landed = sorted(str(p.relative_to(tmp_path)) for p in on_controller)
+        assert landed == ["controller/results/h0.jsonl"], landed
+        assert (fetched / "h0.jsonl").read_text() == "h0's own results\n"
