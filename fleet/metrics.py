@@ -32,6 +32,10 @@ FABRIC_METRIC = "fabric_pair_busbw_gbps"
 # validation/burnin/pairbw.py, and the host's figure over its pairs beside FABRIC_METRIC.
 FABRIC_IB_CHECK = "fabric_pair_ib_write"
 FABRIC_IB_METRIC = "fabric_pair_ib_write_gbitps"
+# What the fleet run found wrong with a host outside its measurements (a failed task, the host
+# lost mid-play), appended to the results it did fetch: a later gate of those files, a --limit
+# rerun that keeps the host, rejects it as this run did.
+FLEET_RUN_CHECK = "fleet_run"
 
 METRICS: dict[str, Metric] = dict(
     [

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
+from fleet.text import printable
 from fleetforge import exitcodes
 from fleetforge.console import (
     QUIET,
@@ -235,15 +236,16 @@ def _print_run(run: FleetRun) -> None:
         f"({run.timings.get('total', 0.0):.0f} s)"
     )
     out.print(Text(line, style="bold"))
+    # Problems, reasons and notes quote what nodes wrote: printable, never terminal control.
     if run.problem:
-        out.print(Text(f"fleet run: {run.problem}", style="bold red"))
+        out.print(Text(printable(f"fleet run: {run.problem}"), style="bold red"))
     if run.fabric is not None:
-        out.print(Text(run.fabric.summary(), style="bold"))
+        out.print(Text(printable(run.fabric.summary()), style="bold"))
         for host, reasons in run.fabric.reasons().items():
             for reason in reasons:
-                out.print(Text(f"  {host}: {reason.message}"))
+                out.print(Text(printable(f"  {host}: {reason.message}")))
         for note in run.fabric.gate_notes():
-            out.print(Text(f"  {note}"))
+            out.print(Text(printable(f"  {note}")))
 
 
 def register(app: typer.Typer) -> None:

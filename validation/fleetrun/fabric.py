@@ -398,8 +398,11 @@ class FabricStage:
 
     def write_host_records(self, results_dir: Path) -> list[str]:
         """Append each host's figures over its pairs (all-reduce busbw, and ib_write_bw where it
-        was measured) to its fetched results; the hosts written."""
-        per_host: dict[str, tuple[dict[str, float], list[str]]] = {}
+        was measured) to its fetched results, with the stage's verdict on it: a host the rounds
+        found guilty or lost is a failed or errored record (reasons()), so any later reading of
+        the files rejects it too. The hosts written."""
+        stage = self.reasons()
+        per_host: dict[str, tuple[dict[str, float], list[str]]] = {h: ({}, []) for h in stage}
         for attribution, what in ((self.attribution, "all-reduce"), (self.ib_attribution, "ib_write_bw")):
             if attribution is None:
                 continue
@@ -426,6 +429,11 @@ class FabricStage:
             if not found.runs:
                 continue
             run = found.runs[-1]
+            reasons = stage.get(host, [])
+            # Guilty on what it measured: a fail; lost, or failed with every partner: an error.
+            status = (
+                "pass" if not reasons else "fail" if all(r.rule == "outlier" for r in reasons) else "error"
+            )
             record = CheckRecord(
                 run_id=run.run_id,
                 node=run.node,
@@ -433,9 +441,10 @@ class FabricStage:
                 level=run.level,
                 started=stamp_after_latest(found),
                 check=FABRIC_CHECK,
-                status="pass",
+                status=status,
                 metrics=metrics,
                 findings=findings,
+                reason="; ".join(r.message for r in reasons) or None,
                 backend=self.backend,
                 duration_s=round(self.seconds, 3),
             )

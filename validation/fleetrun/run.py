@@ -34,6 +34,9 @@ from typing import Any
 from fleet import ansible_yaml
 from fleet.atomic import write_atomic
 from fleet.catalog import Sku, UnknownSkuError, get_sku
+from fleet.metrics import FLEET_RUN_CHECK
+from fleet.results import CheckRecord, ResultsWriter, read_results, stamp_after_latest
+from fleet.text import printable
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fleetrun.bundle import Bundle, build_bundle
 from validation.fleetrun.events import (
@@ -213,6 +216,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     problem = _run_problem(runner, events, run_time_limit(opts))
     if _past(opts.deadline):
         problem = WALL_PROBLEM
+    write_failure_records(results, {h: hosts[h] for h in ran if h in hosts})
     fetched = sorted(results.glob("*.jsonl"))
     plays = _Plays(ansible_runner, opts, playbook.parent, roles, binary, extravars, private, say)
     kept = [h for h in expected if h not in ran] if opts.limit else []
@@ -258,6 +262,40 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     )
     write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
     return run
+
+
+def write_failure_records(results: Path, hosts: Mapping[str, HostRun]) -> list[str]:
+    """Append what went wrong on each host whose play failed (a task, the host lost) to the results
+    it did fetch, as an errored FLEET_RUN_CHECK record dated after them: the files alone then
+    reject the host, in a later gate of them or a --limit rerun that keeps it. The hosts written."""
+    written: list[str] = []
+    for host, ran in hosts.items():
+        reasons = ran.reasons()
+        path = results / f"{host}.jsonl"
+        if not reasons or not path.is_file():
+            continue
+        try:
+            found = read_results(path)
+        except OSError:
+            continue  # unreadable: the gate rejects it as such
+        if not found.runs:
+            continue
+        run = found.runs[-1]
+        record = CheckRecord(
+            run_id=run.run_id,
+            node=run.node,
+            sku=run.sku,
+            level=run.level,
+            started=stamp_after_latest(found),
+            check=FLEET_RUN_CHECK,
+            status="error",
+            reason="; ".join(r.message for r in reasons),
+            duration_s=0,
+        )
+        with ResultsWriter(path) as writer:
+            writer.append(record)
+        written.append(host)
+    return written
 
 
 def _run_playbook(
@@ -655,7 +693,12 @@ class _Progress:
     """ansible-runner event handler: one line per host milestone, as it happens."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
-        self.say = say
+        # What a node wrote (its stderr's last line, its host name in an event) reaches the
+        # operator's terminal as text: never an escape sequence that clears it or fakes a verdict.
+        self._say = say
+
+    def say(self, line: str) -> None:
+        self._say(printable(line))
 
     def __call__(self, event: Mapping[str, Any]) -> bool:
         kind = event.get("event")

@@ -40,6 +40,7 @@ from validation.fleetrun.fabric import (
     run_stage,
 )
 from validation.fleetrun.run import FABRIC_PLAYBOOK, fabric_ready
+from validation.gate import decide
 
 
 class FakeFleet:
@@ -227,8 +228,13 @@ def test_host_figures_reach_the_gate_and_the_guilty_host_is_rejected(tmp_path: P
     assert stage.write_host_records(results) == HOSTS
     checks = read_results(results / "h2.jsonl").checks
     (fig,) = [c for c in checks if c.check == FABRIC_CHECK]
-    assert fig.status == "pass" and fig.metrics[FABRIC_METRIC] == pytest.approx(0.1)
+    # The stage's verdict travels with the figure: the files alone reject h2.
+    assert fig.status == "fail" and fig.metrics[FABRIC_METRIC] == pytest.approx(0.1)
+    assert (fig.reason or "").startswith("fabric: bad with every partner")
     assert "h0 0.1 GB/s (slow)" in fig.findings[0]
+    alone = decide([read_results(results / f"{h}.jsonl") for h in HOSTS], sku="cpu", expected=HOSTS)
+    failed = {v.node for v in alone.nodes if any(r.check == FABRIC_CHECK for r in v.reasons)}
+    assert failed == {"h2"}
     run, gate = judged(stage, results, tmp_path)
     # The hosts carry no burn-in checks here, so the cpu SKU's own metrics are missing on every
     # host; what the fabric stage added is judged on h2 alone, by its reason and by the outlier rule.

@@ -212,6 +212,50 @@ def test_progress_lines_name_host_and_milestone() -> None:
     ]
 
 
+def test_what_a_node_wrote_reaches_the_terminal_as_text_never_as_control() -> None:
+    lines: list[str] = []
+    progress = _Progress(lines.append)
+    forged = "\x1b]0;owned\x07\x1b[2J\x1b[31mFAKE: all accepted"
+    event = {
+        "event": "runner_on_failed",
+        "event_data": {
+            "host": "h1",
+            "task": BURNIN_TASK,
+            "res": {"msg": "non-zero return code", "rc": 70, "stderr": forged},
+        },
+    }
+    progress(event)
+    (line,) = lines
+    assert "\x1b" not in line and "\x07" not in line
+    assert line.endswith("\\x1b]0;owned\\x07\\x1b[2J\\x1b[31mFAKE: all accepted"), line
+
+
+def test_a_failed_task_is_written_into_the_results_it_fetched_so_the_files_alone_reject(
+    tmp_path: Path,
+) -> None:
+    from fleet.metrics import FLEET_RUN_CHECK
+    from fleet.results import read_results
+    from tests.validation.gate.helpers import SKU, fleet, write
+    from validation.fleetrun.events import TaskFailure
+    from validation.fleetrun.run import write_failure_records
+    from validation.gate import decide
+
+    # node2's burn-in exited 70 after writing a complete file, which the `always` fetch brought home.
+    results = write(tmp_path / "results", fleet(4))
+    hosts = {f"node{i}": HostRun(f"node{i}") for i in range(1, 5)}
+    hosts["node2"].failures.append(TaskFailure(BURNIN_TASK, "non-zero return code (rc 70)"))
+    hosts["node5"] = HostRun("node5", unreachable="ssh: connect to host refused")  # nothing fetched
+    assert write_failure_records(results, hosts) == ["node2"]
+    (record,) = [c for c in read_results(results / "node2.jsonl").checks if c.check == FLEET_RUN_CHECK]
+    assert record.status == "error" and f"task failed: {BURNIN_TASK}: non-zero return code" in (
+        record.reason or ""
+    )
+    # A later `gate <out>/results`, or a --limit rerun keeping node2, judges the files alone.
+    files = [read_results(p) for p in sorted(results.glob("*.jsonl"))]
+    verdicts = {v.node: v.accepted for v in decide(files, sku=SKU).nodes}
+    assert verdicts == {"node1": True, "node2": False, "node3": True, "node4": True}
+
+
 def test_playbook_and_roles_come_from_the_checkout() -> None:
     playbook, roles = playbook_paths(ansible_root())
     assert playbook == ROOT / "playbooks/burnin.yml" and (roles / "burnin/tasks/main.yml").is_file()
