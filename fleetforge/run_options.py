@@ -117,6 +117,7 @@ def fleet_run_options(
         parse_level(level, None)
     if wheelhouse is not None and not wheelhouse.is_dir():
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
+    extravars = parse_vars(var or [])
     return FleetRunOptions(
         source=install.source_root(),
         ansible_root=install.ansible_root(),
@@ -135,7 +136,11 @@ def fleet_run_options(
         fabric=fabric,
         fabric_rounds=fabric_rounds,
         fabric_timeout_s=fabric_timeout,
-        extravars=parse_vars(var or []),
+        extravars=extravars,
+        # Every play's rendezvous (the burn-in's, the rerun's all-reduce, the fabric pairs after it)
+        # counts from this port: set with --var for one play only, the others met where a firewall
+        # shut them out and every pair "measured" nothing.
+        collectives_port=collectives_port(extravars),
         limit=limit,
         fabric_mad_k=max(DEFAULT_MAD_K, float(fleet_spec.validation.mad_k)) if fleet_spec else DEFAULT_MAD_K,
         fabric_min_relative_margin=(
@@ -144,6 +149,22 @@ def fleet_run_options(
             else DEFAULT_MIN_RELATIVE_MARGIN
         ),
     )
+
+
+# The all-reduce's port and, after it, one per fabric pair of a round.
+PORTS = range(1024, 65001)
+
+
+def collectives_port(extravars: dict[str, object]) -> int:
+    """The first port of the run's rendezvous: `--var burnin_collectives_port=N`, else 29400."""
+    port = extravars.get("burnin_collectives_port", 29400)
+    if isinstance(port, bool) or not isinstance(port, int) or port not in PORTS:
+        fail(
+            f"--var burnin_collectives_port: {port!r}; allowed: a TCP port from {PORTS.start} to "
+            f"{PORTS.stop - 1} (the fabric pairs take the ports after it)",
+            exitcodes.USAGE,
+        )
+    return port
 
 
 def parse_vars(items: list[str]) -> dict[str, object]:

@@ -314,7 +314,20 @@ def test_cli_refuses_bad_options_before_touching_anything(
     assert code == exitcodes.USAGE and "unknown SKU" in text
     code, text = _cli(["-i", str(inv), "--junit", str(tmp_path / "no" / "x.xml"), "--out", str(out)], capsys)
     assert code == exitcodes.USAGE and "does not exist" in text
+    for port in ("80", "70000", "'29400'"):
+        code, text = _cli(
+            ["-i", str(inv), "--var", f"burnin_collectives_port={port}", "--out", str(out)], capsys
+        )
+        assert code == exitcodes.USAGE and "burnin_collectives_port" in text and "1024 to 65000" in text
     assert not out.exists()
+
+
+def test_the_collectives_port_a_var_sets_is_every_plays() -> None:
+    from fleetforge.run_options import collectives_port
+
+    # The burn-in play reads the extravar; the rerun's all-reduce and the fabric pairs read the option.
+    assert collectives_port({"burnin_collectives_port": 31000}) == 31000
+    assert collectives_port({}) == 29400
 
 
 def test_cli_says_an_unreadable_inventory_is_bad_data(
