@@ -20,7 +20,7 @@ credential chains and never take secrets as arguments.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,14 +123,19 @@ def _build(name: str, o: ActionOptions) -> Action:
     )
 
 
-def plan_actions(actions: Sequence[Action], rejects: Sequence[RejectedNode]) -> list[PlannedStep]:
-    """Every action's steps, action by action. Checks all actions before returning any step, so
-    one NodeIdentifierError lists every node and host var that is missing for any action."""
+def plan_actions(
+    actions: Sequence[Action],
+    rejects: Sequence[RejectedNode],
+    targets: Mapping[str, Sequence[RejectedNode]] | None = None,
+) -> list[PlannedStep]:
+    """Every action's steps, action by action, over the rejects (or an action's own `targets`).
+    Checks all actions before returning any step, so one NodeIdentifierError lists every node and
+    host var that is missing for any action."""
     problems: list[tuple[str, str, str]] = []
     steps: list[PlannedStep] = []
     for action in actions:
         try:
-            steps += action.plan(rejects)
+            steps += action.plan(rejects if targets is None else targets[action.name])
         except NodeIdentifierError as exc:
             problems += exc.problems
     if problems:
@@ -222,16 +227,7 @@ def run_actions(
                 left.append(LeftOut(action.name, node.name, why))
         if action.replaces and max_replace is not None and len(mine) > max_replace:
             raise TooManyToReplaceError(action.name, [n.name for n in mine], max_replace, max_replace_from)
-    problems: list[tuple[str, str, str]] = []
-    planned: list[PlannedStep] = []
-    for action in actions:
-        try:
-            planned += action.plan(targets[action.name])
-        except NodeIdentifierError as exc:
-            problems += exc.problems
-    if problems:
-        raise NodeIdentifierError(problems)
-    steps = tuple(planned)
+    steps = tuple(plan_actions(actions, rejects, targets))
     if dry_run:
         return ActionsReport(dry_run=True, steps=steps, left_out=tuple(left))
     results = tuple(apply_actions(actions, steps))
