@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Annotated, Literal, get_args
+from typing import IO, Annotated, Any, Literal, get_args
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
 
@@ -366,6 +366,21 @@ def stamp_after_latest(results: ResultFile, stamp: str | None = None) -> str:
         return stamp if stamp is not None else wanted.isoformat(timespec="milliseconds")
     later = (latest or datetime.now(UTC)) + timedelta(milliseconds=1)
     return later.isoformat(timespec="milliseconds")
+
+
+def controller_record(results: ResultFile, **fields: Any) -> CheckRecord:
+    """A check record the controller appends to a node's fetched file: of its latest run (node,
+    SKU, level, run id) and dated after every record in it (stamp_after_latest). `fields` are the
+    record's own: check, status, metrics, reason, duration_s, ..."""
+    run = results.runs[-1]
+    return CheckRecord(
+        run_id=run.run_id,
+        node=run.node,
+        sku=run.sku,
+        level=run.level,
+        started=stamp_after_latest(results),
+        **fields,
+    )
 
 
 # An unparsable start time sorts as the oldest, so it never wins "latest".

@@ -40,7 +40,7 @@ from fleet.metrics import (
     MULTINODE_CHECK,
     MULTINODE_METRIC,
 )
-from fleet.results import CheckRecord, ResultsWriter, parse_line, read_results, stamp_after_latest
+from fleet.results import CheckRecord, ResultsWriter, controller_record, parse_line, read_results
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN, attribute
 from validation.fabric.model import Attribution, Pair, PairResult, Round, Schedule
 from validation.fabric.schedule import pairing_schedule
@@ -428,18 +428,13 @@ class FabricStage:
             found = read_results(path)
             if not found.runs:
                 continue
-            run = found.runs[-1]
             reasons = stage.get(host, [])
             # Guilty on what it measured: a fail; lost, or failed with every partner: an error.
             status = (
                 "pass" if not reasons else "fail" if all(r.rule == "outlier" for r in reasons) else "error"
             )
-            record = CheckRecord(
-                run_id=run.run_id,
-                node=run.node,
-                sku=run.sku,
-                level=run.level,
-                started=stamp_after_latest(found),
+            record = controller_record(
+                found,
                 check=FABRIC_CHECK,
                 status=status,
                 metrics=metrics,

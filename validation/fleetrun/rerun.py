@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from fleet.metrics import MULTINODE_CHECK
-from fleet.results import CheckRecord, ResultFile, ResultsWriter, read_results, stamp_after_latest
+from fleet.results import (
+    ResultFile,
+    ResultsWriter,
+    controller_record,
+    read_results,
+    stamp_after_latest,
+)
 from validation.fleetrun.fabric import read_round
 from validation.gate import natural_key
 
@@ -96,12 +102,8 @@ def measure_fleet_collective(
             why = f"{host}: the all-reduce's record names node {record.node}, not {run.node}"
         if why is not None:
             reason = f"the all-reduce across the fleet after the rerun: {why}"[:500]
-            record = CheckRecord(
-                run_id=run.run_id,
-                node=run.node,
-                sku=run.sku,
-                level=run.level,
-                started=stamp_after_latest(found),
+            record = controller_record(
+                found,
                 check=MULTINODE_CHECK,
                 status="error",
                 reason=reason,

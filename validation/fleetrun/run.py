@@ -35,7 +35,7 @@ from fleet import ansible_yaml
 from fleet.atomic import write_atomic
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.metrics import FLEET_RUN_CHECK
-from fleet.results import CheckRecord, ResultsWriter, read_results, stamp_after_latest
+from fleet.results import ResultsWriter, controller_record, read_results
 from fleet.text import printable
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN
 from validation.fleetrun.bundle import Bundle, build_bundle
@@ -280,13 +280,8 @@ def write_failure_records(results: Path, hosts: Mapping[str, HostRun]) -> list[s
             continue  # unreadable: the gate rejects it as such
         if not found.runs:
             continue
-        run = found.runs[-1]
-        record = CheckRecord(
-            run_id=run.run_id,
-            node=run.node,
-            sku=run.sku,
-            level=run.level,
-            started=stamp_after_latest(found),
+        record = controller_record(
+            found,
             check=FLEET_RUN_CHECK,
             status="error",
             reason="; ".join(r.message for r in reasons),
