@@ -317,7 +317,9 @@ def _run_playbook(
         envvars={**ansible_env(), "PATH": f"{binary.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
         quiet=True,
         suppress_env_files=True,
-        rotate_artifacts=5,
+        # Every play keeps its events: each fabric round is a run of its own, so rotating by count
+        # deleted the burn-in play's events within the same fleet run from the fifth round on.
+        rotate_artifacts=0,
         limit=",".join(hosts) or None,
         timeout=_until_deadline(run_time_limit(opts) if timeout is None else timeout, opts.deadline),
         event_handler=_Progress(say),

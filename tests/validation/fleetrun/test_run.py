@@ -113,6 +113,27 @@ def test_a_deadline_caps_every_plays_limit(tmp_path: Path) -> None:
     assert 98 <= asked[2] <= 100 and asked[3] == 30 and asked[4] == 1
 
 
+def test_every_play_of_a_fleet_run_keeps_its_events(tmp_path: Path) -> None:
+    from ansible_runner.utils import cleanup_artifact_dir
+
+    asked: list[dict[str, Any]] = []
+    ansible_runner = SimpleNamespace(run=lambda **kw: asked.append(kw))
+    opts = FleetRunOptions(inventory=tmp_path / "inv.yml", out_dir=tmp_path)
+    _run_playbook(
+        ansible_runner, opts, tmp_path / "burnin.yml", tmp_path, tmp_path / "ansible-playbook", {},
+        tmp_path, lambda _: None,
+    )  # fmt: skip
+    # The burn-in play, then 7 fabric rounds (a fleet of 8): ansible-runner's own rotation, as it
+    # applies it before each run, with what the fleet run asks, leaves the burn-in's events.
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    for play in range(8):
+        cleanup_artifact_dir(str(artifacts), asked[0]["rotate_artifacts"])
+        (artifacts / f"play-{play}").mkdir()
+        time.sleep(0.01)  # ansible-runner rotates the oldest by modification time
+    assert sorted(p.name for p in artifacts.iterdir())[0] == "play-0"
+
+
 def test_results_of_an_earlier_run_are_moved_aside_never_judged_again(tmp_path: Path) -> None:
     first = _fresh_results_dir(tmp_path)
     (first / "h0.jsonl").write_text("old\n")
