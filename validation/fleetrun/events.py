@@ -46,6 +46,7 @@ class HostRun:
     collectives_rc: int | None = None
     changed: list[str] = field(default_factory=list)
     seen: bool = False  # at least one event named this host
+    fetched: bool = False  # its results' fetch finished (a file without it may be cut short)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +120,7 @@ def host_runs(
             _take_rc(run, task, res)
         elif kind == "runner_on_ok":
             _take_rc(run, task, res)
+            run.fetched = run.fetched or task == FETCH_TASK
             if res.get("changed") and task not in run.changed:
                 run.changed.append(task)
     _cross_check(runs, stats or {})
@@ -200,19 +202,24 @@ def stopped_reasons(
 ) -> dict[str, list[Reason]]:
     """For a run that stopped as a whole (time limit, ansible-playbook error): every host with
     neither results nor a reason of its own gets this one, so none is left without an explanation.
-    A host whose results came back is judged on them."""
+    A host whose results came back whole (its fetch finished) is judged on them; one whose file is
+    there without a finished fetch may hold half a line, or lack its last records: rejected too."""
     fetched = set(with_results)
-    return {
-        host: [
+    out: dict[str, list[Reason]] = {}
+    for host, run in runs.items():
+        if not run.ok or (host in fetched and run.fetched):
+            continue
+        what = (
+            "before this host finished" if host not in fetched else "while this host's results were fetched"
+        )
+        out[host] = [
             Reason(
                 "error",
                 None,
                 None,
                 problem,
                 "the fleet run completes",
-                f"fleet run stopped before this host finished: {problem}",
+                f"fleet run stopped {what}: {problem}",
             )
         ]
-        for host, run in runs.items()
-        if run.ok and host not in fetched
-    }
+    return out

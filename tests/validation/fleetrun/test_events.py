@@ -137,15 +137,29 @@ def test_hosts_the_events_name_beyond_the_inventory_are_kept_and_sorted_naturall
 
 def test_stopped_run_explains_only_hosts_with_neither_results_nor_a_reason() -> None:
     runs = {
-        "h0": HostRun("h0"),  # results came back: judged on them
+        "h0": HostRun("h0", fetched=True),  # results came back: judged on them
         "h1": HostRun("h1"),  # nothing came back, nothing said: gets the run's reason
         "h2": HostRun("h2", unreachable="refused"),  # has its own reason
+        "h3": HostRun("h3"),  # a file, but its fetch never finished: maybe half a line
     }
-    out = stopped_reasons(runs, "the fleet run passed its time limit of 100 s and was stopped", ["h0"])
-    assert list(out) == ["h1"]
+    out = stopped_reasons(runs, "the fleet run passed its time limit of 100 s and was stopped", ["h0", "h3"])
+    assert list(out) == ["h1", "h3"]
     assert out["h1"][0].message.startswith(
         "fleet run stopped before this host finished: the fleet run passed"
     )
+    assert out["h3"][0].message.startswith("fleet run stopped while this host's results were fetched")
+
+
+def test_a_finished_fetch_is_read_from_its_event() -> None:
+    runs = host_runs(
+        [
+            event("runner_on_ok", "h0", FETCH_TASK, changed=True),
+            event("runner_on_ok", "h1", BURNIN_TASK, rc=0),
+        ],
+        {},
+        ["h0", "h1"],
+    )
+    assert runs["h0"].fetched and not runs["h1"].fetched
 
 
 def test_messages_are_one_bounded_line() -> None:

@@ -180,7 +180,7 @@ def test_run_level_problems() -> None:
 
 def test_fleet_run_reasons_combine_host_outcomes_and_a_stopped_run(tmp_path: Path) -> None:
     hosts = {
-        "h0": HostRun("h0", burnin_rc=0),
+        "h0": HostRun("h0", burnin_rc=0, fetched=True),
         "h1": HostRun("h1", unreachable="Connection refused"),
         "h2": HostRun("h2"),
     }
