@@ -225,27 +225,19 @@ def _act(
     dry_run: bool,
     max_replace: int | None,
 ) -> Any:
-    from validation.actions import ActionError, rejected_nodes, run_actions
+    from validation.actions import ActionError, default_max_replace, rejected_nodes, run_actions
     from validation.actions.model import Seen
-    from validation.gate import INCOMPLETE_RULES
 
     rejected = [v for v in result.nodes if not v.accepted]
     rejects = [(v.node, [r.message for r in v.reasons]) for v in rejected]
     seen: dict[str, Seen] = {
-        v.node: "unlisted"
-        if v.unlisted
-        else "unmeasured"
-        if all(r.rule in INCOMPLETE_RULES for r in v.reasons)
-        else "measured"
-        for v in rejected
+        v.node: "unlisted" if v.unlisted else "unmeasured" if v.unmeasured else "measured" for v in rejected
     }
     judged = sum(1 for v in result.nodes if not v.unlisted)
-    # A rolling replacement's usual bound: most of the fleet keeps running while a quarter at most
-    # is replaced, and a cause every node shares (a fleet-wide reason) cannot pass it unnoticed.
     limit, limit_from = (
         (max_replace, f"--max-replace {max_replace}")
         if max_replace is not None
-        else (max(1, judged // 4), f"a quarter of the {judged} node(s) judged (--max-replace)")
+        else (default_max_replace(judged), f"a quarter of the {judged} node(s) judged (--max-replace)")
     )
     try:
         nodes = rejected_nodes(rejects, hostvars, seen=seen)

@@ -155,6 +155,13 @@ def apply_actions(actions: Sequence[Action], steps: Sequence[PlannedStep]) -> li
     return results
 
 
+def default_max_replace(fleet: int) -> int:
+    """How many of a fleet of `fleet` nodes one act replaces unless told otherwise: a quarter, at
+    least 1. A rolling replacement's usual bound: most of the fleet keeps running, and a cause every
+    node shares (a fleet-wide reason rejects them all) cannot pass unnoticed."""
+    return max(1, fleet // 4)
+
+
 def left_out_why(action: Action, node: RejectedNode) -> str | None:
     """None when `action` may act on `node`, else why it leaves the node alone."""
     if node.seen == "unlisted":
@@ -264,6 +271,7 @@ __all__ = [
     "UnknownActionError",
     "apply_actions",
     "build_actions",
+    "default_max_replace",
     "hostvars_from_inventory_list",
     "ids_from_hostvars",
     "left_out_why",

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleet.results import read_results
-from validation.actions import rejected_nodes
+from validation.actions import default_max_replace, rejected_nodes
 from validation.actions.base import ID_FORMATS
 from validation.bringup.interfaces import (
     BurnIn,
@@ -347,7 +347,9 @@ class _Loop:
         reasons: dict[str, list[Reason]] = {h: self.rec.reasons_of(h) for h in kept}
         if burn and resumed and earlier is not None:
             self.say(f"round {n}: its burn-in finished before the interruption: judging its results")
-            reasons.update(_reasons_of(earlier["host_reasons"] or {}, burn, n))
+            # The record's host_reasons are checked as the gate's reasons when it is loaded.
+            saved = earlier["host_reasons"] or {}
+            reasons.update({h: [Reason(**x) for x in saved.get(h, [])] for h in burn})
         elif burn:
             self.say(
                 f"round {n}: burn-in on {len(burn)} host(s): {', '.join(burn)}"
@@ -374,11 +376,11 @@ class _Loop:
                 )
             reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
             r["measured"] = True
-            r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
-            self.save()  # from here an interruption costs the gate, not the burn-in
         else:
             self.say(f"round {n}: no new host to burn in; judging the kept results again")
         r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
+        if r.get("measured"):
+            self.save()  # from here an interruption costs the gate, not the burn-in
         t = self.clock.now()
         files = [read_results(p) for p in sorted(results.glob("*.jsonl")) if p.stem in hosts]
         try:
@@ -537,7 +539,7 @@ class _Loop:
         limit = self.s.budget.max_per_round
         said = f"--max-replace {limit}"
         if limit is None:
-            limit, said = max(1, fleet // 4), f"a quarter of the {fleet} host(s) (--max-replace)"
+            limit, said = default_max_replace(fleet), f"a quarter of the {fleet} host(s) (--max-replace)"
         if len(chosen) <= limit:
             return chosen
         why = (
@@ -753,18 +755,6 @@ def _identities(
         )
         out[host] = text if well_formed else None
     return out
-
-
-def _reasons_of(saved: Mapping[str, Any], hosts: Sequence[str], round_no: int) -> dict[str, list[Reason]]:
-    """The reasons a finished burn-in gave its hosts, as the record kept them."""
-    try:
-        return {h: [Reason(**x) for x in saved.get(h, [])] for h in hosts}
-    except (TypeError, ValueError, AttributeError):
-        raise BringupError(
-            f"rounds.{round_no - 1}.host_reasons: not the reasons this bring-up recorded; nothing was "
-            "judged or replaced",
-            "DATA",
-        ) from None
 
 
 def _no_identity(var: str, hosts: Sequence[str]) -> str:

@@ -90,6 +90,12 @@ class NodeVerdict:
         return any(r.rule in INCOMPLETE_RULES for r in self.reasons)
 
     @property
+    def unmeasured(self) -> bool:
+        """Rejected only because nothing of it could be read (missing, unreadable, error): it may
+        be a healthy machine whose results did not arrive."""
+        return bool(self.reasons) and all(r.rule in INCOMPLETE_RULES for r in self.reasons)
+
+    @property
     def unlisted(self) -> bool:
         """No list of the fleet's hosts names it: its figures and versions never shape the fleet's."""
         return any(r.rule == "unlisted" for r in self.reasons)
