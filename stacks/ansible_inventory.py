@@ -24,7 +24,7 @@ An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet 
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
 plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
 node_filter; GCP: google.cloud.gcp_compute filtered by the group's labels, for a managed instance
-group or a TPU slice's VMs; Azure: azure.azcollection.azure_rm over the fleet's scale sets, one per
+group (a TPU slice's VMs are listed through the TPU API instead: stacks/tpu_inventory.py); Azure: azure.azcollection.azure_rm over the fleet's scale sets, one per
 InfiniBand domain, each host grouped as ib_domain_<n>; nodes reached by private address), with the
 same groups and variables.
 
@@ -70,9 +70,11 @@ _GCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _GCP_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _GCP_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 _GCP_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
-GCP_GROUP_KINDS = ("gcp-managed-instance-group", "gcp-tpu-queued-resource")
+GCE_GROUP_KIND = "gcp-managed-instance-group"
+# TPU VMs are TPU API resources, which no inventory plugin lists: stacks/tpu_inventory.py.
+TPU_GROUP_KIND = "gcp-tpu-queued-resource"
 AZURE_GROUP_KIND = "azure-vm-scale-set"
-SUPPORTED_GROUP_KINDS = ("aws-autoscaling-group", *GCP_GROUP_KINDS, AZURE_GROUP_KIND)
+SUPPORTED_GROUP_KINDS = ("aws-autoscaling-group", GCE_GROUP_KIND, AZURE_GROUP_KIND)
 # Azure grammars (https://learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules):
 # a subscription is a GUID; a resource group 1-90 of letters, digits _ - . ( ), not ending in '.';
 # a scale set 1-64 of letters, digits _ . -, starting alphanumeric, ending alphanumeric or '_'.
@@ -172,8 +174,14 @@ def from_stack_outputs(outputs: Mapping[str, Any]) -> dict[str, Any]:
             raise InventoryConfigError("storage", "expected a mapping or null")
         storage = lustre_from_outputs(storage_out)
     kind = group.get("kind")
-    if kind in GCP_GROUP_KINDS:
+    if kind == GCE_GROUP_KIND:
         return _gcp_compute(fleet, group, sku, storage)
+    if kind == TPU_GROUP_KIND:
+        raise InventoryConfigError(
+            "group.kind",
+            f"{kind!r}: TPU VMs are not Compute Engine instances, so no inventory plugin lists them; "
+            "their static inventory is listed through the TPU API (`fleetforge inventory --stack-outputs`)",
+        )
     if kind == AZURE_GROUP_KIND:
         return _azure_rm(fleet, group, sku, storage, outputs.get("tags"))
     if kind != "aws-autoscaling-group":
@@ -234,7 +242,7 @@ def _composed_literals(
 def _gcp_compute(
     fleet: Mapping[str, Any], group: Mapping[str, Any], sku: Sku, storage: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """google.cloud.gcp_compute for a managed instance group or a TPU slice's VMs.
+    """google.cloud.gcp_compute for a managed instance group.
 
     Nodes are listed by the labels every node of the group carries (group.node_filter), in the
     group's project and zone (a regional group: every zone of its region), running ones only, and
@@ -242,7 +250,6 @@ def _gcp_compute(
     the identifiers the gcp-recreate action reads: gce_project, gce_zone, gce_instance and
     gce_instance_id from the instance itself, gce_mig (and gce_mig_region for a regional group)
     from the outputs."""
-    kind = str(group.get("kind"))
     project = _gcp_text(group.get("project"), _GCP_PROJECT, "group.project", "a GCP project id")
     region = _gcp_text(group.get("region") or fleet.get("region"), _GCE_NAME, "group.region", "a GCP region")
     if region not in regions.regions("gcp"):
@@ -254,15 +261,12 @@ def _gcp_compute(
         raise InventoryConfigError(
             "group.zone", f"{zone!r} is not a zone of {region}: {', '.join(known_zones)}"
         )
-    if zone is None and kind != "gcp-managed-instance-group":
-        raise InventoryConfigError("group.zone", "required: a TPU slice lives in one zone")
-    ids: dict[str, Any] = {"gce_project": project}
-    if kind == "gcp-managed-instance-group":
-        ids["gce_mig"] = _gcp_text(
-            group.get("name"), _GCE_NAME, "group.name", "a managed instance group name"
-        )
-        if zone is None:  # a regional group: recreation goes through the region's API
-            ids["gce_mig_region"] = region
+    ids: dict[str, Any] = {
+        "gce_project": project,
+        "gce_mig": _gcp_text(group.get("name"), _GCE_NAME, "group.name", "a managed instance group name"),
+    }
+    if zone is None:  # a regional group: recreation goes through the region's API
+        ids["gce_mig_region"] = region
     groups = node_groups(sku, storage)
     compose = {
         # Nodes have no external address: Ansible reaches them on the first interface's private IP.

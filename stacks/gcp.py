@@ -118,7 +118,14 @@ def _tpu_group(ctx: Context, s: gcp_tpu.Slices) -> GroupSection:
         min_size=hosts,
         max_size=hosts,
         desired=hosts,
-        node_filter={f"labels.{GROUP_LABEL}": args.group_label},
+        # The queued resource cannot label the TPU VMs it creates (stacks.gcp_tpu), so no label
+        # finds them; the node ids the stack chose do, one TPU API node per slice.
+        node_filter={
+            "name": [
+                pulumi.Output.concat("projects/", ctx.project, "/locations/", args.zone, "/nodes/", node_id)
+                for node_id in s.node_ids
+            ]
+        },
     )
 
 

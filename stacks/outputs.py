@@ -17,6 +17,8 @@ group        the one scale-out group that holds every node, and how to list its 
   node_filter how to list the nodes with the cloud's own API: a mapping of filter name -> value
               (AWS: {"tag:aws:autoscaling:groupName": <group name>} for ec2 describe-instances;
               GCP: {"labels.fleetforge-group": <label value>} for the instances list API;
+              GCP TPU: {"name": [projects/<p>/locations/<zone>/nodes/<node id>, one per slice]}
+              for the TPU API's nodes.get (a queued resource cannot label the VMs it creates);
               Azure: {"tags.fleet": <fleet tag>} for the azure_rm inventory plugin)
 fabric       the high-speed network between nodes
   kind (efa | gpudirect-tcpx | gpudirect-tcpxo | gpudirect-rdma | infiniband | ici), nic_kind,

@@ -381,13 +381,18 @@ def test_a_failed_write_is_one_line_and_leaves_the_old_file(
 # --------------------------------------------------------------------------- GCP
 
 
-def gcp_outputs(*, zone: str | None = "us-central1-a", tpu: bool = False, **storage: Any) -> dict[str, Any]:
+def gcp_outputs(*, zone: str | None = "us-central1-a", **storage: Any) -> dict[str, Any]:
     """GCP stack outputs as the GCP component exports them (the group carries project and zone)."""
-    sku = "tpu-v5e" if tpu else "a3-megagpu-8g"
     return {
-        "fleet": {"name": "a3mega", "cloud": "gcp", "sku": sku, "region": "us-central1", "nodes": 8},
+        "fleet": {
+            "name": "a3mega",
+            "cloud": "gcp",
+            "sku": "a3-megagpu-8g",
+            "region": "us-central1",
+            "nodes": 8,
+        },
         "group": {
-            "kind": "gcp-tpu-queued-resource" if tpu else "gcp-managed-instance-group",
+            "kind": "gcp-managed-instance-group",
             "name": "a3mega-nodes",
             "project": "ml-research-1",
             "region": "us-central1",
@@ -555,30 +560,13 @@ def test_a_regional_group_lists_every_zone_and_recreates_through_the_region(tmp_
     assert step.calls[0].target == "RegionInstanceGroupManagersClient"
 
 
-def test_tpu_slice_hosts_are_listed_without_a_managed_group(
-    tmp_path: Path,
-) -> None:
-    outputs = gcp_outputs(tpu=True, zone="us-central1-a")
-    doc = from_stack_outputs(outputs)
-    assert "gce_mig" not in doc["compose"]  # a slice is replaced whole, not through a MIG
-    assert doc["groups"]["gpu_nodes"] == "false" and doc["groups"]["ib_nodes"] == "false"
-    target = tmp_path / "tpu.gcp_compute.yml"
-    target.write_text(render(doc, "test"))
-    hosts, _ = gcp_plugin_inventory(
-        target, {"zones/us-central1-a": [gce_instance(f"t1v-n-5e-w-{i}") for i in range(8)]}
-    )
-    assert len(hosts) == 8
-    ids = ids_from_hostvars(hosts["t1v-n-5e-w-3"]["vars"], host="t1v-n-5e-w-3")
-    assert (ids.gce_project, ids.gce_zone, ids.gce_instance, ids.gce_mig) == (
-        "ml-research-1",
-        "us-central1-a",
-        "t1v-n-5e-w-3",
-        None,
-    )
-    outputs["group"]["zone"] = None
+def test_tpu_slices_get_no_compute_engine_plugin() -> None:
+    # TPU VMs are not Compute Engine instances: a gcp_compute inventory would list none of them.
+    outputs = gcp_outputs()
+    outputs["group"]["kind"] = "gcp-tpu-queued-resource"
     with pytest.raises(InventoryConfigError) as info:
         from_stack_outputs(outputs)
-    assert info.value.field == "group.zone"
+    assert info.value.field == "group.kind" and "TPU API" in str(info.value)
 
 
 @pytest.mark.parametrize(
@@ -622,15 +610,16 @@ def test_the_gcp_stacks_planned_outputs_make_an_inventory(example: str) -> None:
     from fleetforge.plan import plan_file
 
     outputs = json.loads(json.dumps(plan_file(EXAMPLES / example).outputs))
-    doc = from_stack_outputs(outputs)
     group = outputs["group"]
+    if group["kind"] == "gcp-tpu-queued-resource":  # listed through the TPU API: test_tpu_inventory.py
+        with pytest.raises(InventoryConfigError, match="TPU API"):
+            from_stack_outputs(outputs)
+        return
+    doc = from_stack_outputs(outputs)
     assert doc["plugin"] == "google.cloud.gcp_compute"
     assert doc["projects"] == [group["project"]] and doc["zones"] == [group["zone"]]
     assert doc["compose"]["gce_project"] == f"'{group['project']}'"
-    if group["kind"] == "gcp-managed-instance-group":
-        assert doc["compose"]["gce_mig"] == f"'{group['name']}'"
-    else:
-        assert "gce_mig" not in doc["compose"]
+    assert doc["compose"]["gce_mig"] == f"'{group['name']}'"
 
 
 # --------------------------------------------------------------------------- Azure

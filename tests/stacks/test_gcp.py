@@ -469,6 +469,16 @@ def test_multislice_is_one_queued_resource_with_a_node_spec_per_slice() -> None:
     assert len(out["fabric"]["placement"]["list_hosts"]) == 4
 
 
+def test_the_tpu_group_names_the_nodes_its_slices_are() -> None:
+    # A queued resource cannot label the VMs it creates, so a label filter would match nothing.
+    plan = plan_of(tpu_doc(nodes=16, tpu={"slices": 2}))
+    specs = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
+    assert all("labels" not in spec["node"] for spec in specs)
+    assert plan.outputs["group"]["node_filter"] == {
+        "name": [f"{spec['parent']}/nodes/{spec['nodeId']}" for spec in specs]
+    }
+
+
 def test_named_topology_and_runtime_are_what_the_slice_gets() -> None:
     plan = plan_of(
         tpu_doc(sku="tpu-v5p", nodes=32, tpu={"topology": "4x4x8", "runtime_version": "v2-alpha-tpuv5"})

@@ -58,7 +58,7 @@ def tpu_outputs(**placement: Any) -> dict[str, Any]:
             "min_size": 16,
             "max_size": 16,
             "desired": 16,
-            "node_filter": {"labels.fleetforge-group": "tpu-v5p-64-nodes"},
+            "node_filter": {"name": [f"{tpu_api.PARENT}/nodes/tpu-v5p-64-slice-{i}" for i in range(2)]},
         },
         "fabric": {
             "kind": "ici",
@@ -176,7 +176,7 @@ def test_every_worker_of_every_slice_as_ansible_reads_it(
         "tpu_accelerator_type": "v5p-64",
         "tpu_topology": "4x4x2",
         "tpu_runtime_version": "v2-alpha-tpuv5",
-        "tpu_labels": {"fleetforge-group": "tpu-v5p-64", "owner": "ml"},
+        "tpu_labels": {"owner": "ml"},
         "fleetforge_fleet": "tpu-v5p-64",
         "fleetforge_sku": "tpu-v5p",
     }
