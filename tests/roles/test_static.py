@@ -165,6 +165,37 @@ def test_gpu_facts_and_its_fail_closed_checks_run_whatever_tags_select() -> None
     assert any(t.get("name") == "Check the GPU count the fleet expects" for t, _ in tasks)
 
 
+def test_a_fact_another_role_reads_is_set_whatever_tags_select() -> None:
+    """`--tags lustre_client` runs only the always-tagged tasks of the roles before it: a fact that
+    another role reads must be set by one of those, or that role sees its default instead (the
+    Lustre role's guard against prebuilt modules beside DOCA passed on doca_ofed_use_doca unset)."""
+    setters: list[tuple[str, str, str, frozenset[str]]] = []
+    for role in OWN_ROLES:
+        for listed in _task_files(ROLES / role).values():
+            for task, tags in listed:
+                facts = task.get("ansible.builtin.set_fact")
+                if isinstance(facts, dict):
+                    setters += [(fact, role, task.get("name", ""), tags) for fact in facts]
+    texts = {
+        role: "\n".join(
+            f.read_text()
+            for sub in ("tasks", "handlers", "templates")
+            for f in sorted((ROLES / role / sub).glob("*"))
+        )
+        for role in OWN_ROLES
+    }
+    read_elsewhere = [
+        (fact, role, name, tags)
+        for fact, role, name, tags in setters
+        if any(re.search(rf"\b{re.escape(fact)}\b", text) for other, text in texts.items() if other != role)
+    ]
+    assert any(fact == "doca_ofed_use_doca" for fact, *_ in read_elsewhere)  # the case above is seen
+    narrow = [
+        f"{role}: {name!r} sets {fact}" for fact, role, name, tags in read_elsewhere if "always" not in tags
+    ]
+    assert narrow == []
+
+
 def test_every_role_readme_matches_its_argument_specs() -> None:
     assert role_readme.main(["--check"]) == 0
     for role in OWN_ROLES:
