@@ -269,9 +269,9 @@ def test_apply_installs_and_configures_for_real(fleet: Fleet) -> None:
         sysctl = ssh(h, "cat /etc/sysctl.d/90-fleetforge.conf").stdout
         assert "kernel.numa_balancing = 0" in sysctl and "net.core.rmem_max = 268435456" in sysctl
         assert "nr_hugepages" not in sysctl  # 0 (the default) leaves what the system reserves alone
-        assert "* hard memlock unlimited" in " ".join(
-            ssh(h, "cat /etc/security/limits.d/90-fleetforge.conf").stdout.split()
-        )
+        limits = " ".join(ssh(h, "cat /etc/security/limits.d/90-fleetforge.conf").stdout.split())
+        # limits.conf(5): a `*` line does not apply to root, which needs lines of its own.
+        assert "* hard memlock unlimited" in limits and "root hard nofile 1048576" in limits, limits
         assert ssh(h, "cat /etc/tuned/active_profile").stdout.strip() == "fleetforge-accelerator"
         assert "governor=performance" in ssh(h, "cat /etc/tuned/fleetforge-accelerator/tuned.conf").stdout
         assert "iommu=pt" in ssh(h, "cat /etc/default/grub.d/90-fleetforge.cfg").stdout
