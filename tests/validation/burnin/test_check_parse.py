@@ -430,6 +430,17 @@ def test_inventory_good_and_bad() -> None:
     )
 
 
+def test_a_gpu_whose_memory_size_is_unreadable_is_named_and_the_others_keep_their_own_figures() -> None:
+    raw = nvml_inventory(["NVIDIA H100 80GB HBM3"] * 8)
+    raw["devices"][2]["memory_bytes"] = None
+    out = parse("inventory", raw)
+    assert out.status == "fail" and out.findings == ["GPU 2: memory size not reported"]
+    raw["devices"][5]["memory_bytes"] = 40 * 2**30
+    out = parse("inventory", raw)
+    assert "GPU 5 has 40.0 GiB; H100-SXM5-80GB has 80 (at least 76.0 expected)" in out.findings, out.findings
+    assert not [f for f in out.findings if f.startswith("GPU 4 ")]
+
+
 def test_inventory_cloud_host_facts() -> None:
     raw = nvml_inventory(["NVIDIA H200"] * 8, mem_gib=140.4)
     raw["host"] = {"cpus": 96, "memory_bytes": 1500 * 2**30}

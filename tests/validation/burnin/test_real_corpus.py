@@ -6,6 +6,7 @@ A sample whose kind has no parser fails here unless its sidecar says why it is o
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -117,3 +118,15 @@ def test_real_sample_reads_as_published(sidecar: Path) -> None:
     check = PARSERS.get(meta["kind"])
     assert check is not None, f"{sidecar.name}: no parser reads kind {meta['kind']!r}"
     check(text, meta["expect"])
+
+
+@pytest.mark.parametrize("cell", ["-nan", "inf", "-1.00"])
+def test_a_broken_busbw_at_the_largest_size_is_no_measurement(cell: str) -> None:
+    # The published 8x A100 table with its largest row's in-place busbw broken: the lower of the
+    # two placements is judged, and min() with a NaN would quietly keep the out-of-place figure.
+    text = (REAL / "nccl-allreduce-8xa100.txt").read_text()
+    row = "  1073741824     268435456     float     sum      -1   8109.1  132.41  231.72      0   8109.7  132.40  231.70      0"
+    assert row in text
+    broken = text.replace(row, row.replace("132.40  231.70", f"132.40  {cell}"))
+    with pytest.raises(ValueError, match=rf"in-place busbw at 1073741824 B is '{re.escape(cell)}'"):
+        nccl_tests.parse_table(broken)

@@ -4,6 +4,7 @@ the published samples in tests/validation/burnin/fixtures/real/."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -18,6 +19,7 @@ from validation.burnin.backends.base import Unsupported
 from validation.burnin.backends.gpu import GpuBackend
 from validation.burnin.checks import REGISTRY
 from validation.burnin.outcome import CheckOutcome
+from validation.burnin.parsers.dcgm import parse_diag
 from validation.burnin.probes import host
 from validation.burnin.probes.host import HostProbe
 
@@ -65,8 +67,36 @@ def test_dcgm_diag_a_failed_test_fails_the_node_and_a_warning_is_noted() -> None
     assert out.status == "fail" and out.metrics == {"dcgm_diag_failed_tests": 1}
     assert "DCGM Deployment / Persistence Mode: fail" in out.findings
     assert "DCGM Deployment / Environment Variables: warn" in out.findings
-    warn = parse("dcgm_diag", dcgm_raw("dcgm-diag-blacklist-warn.json"))
+    # A -r 1 run, the deployment checks alone: a warning among them is noted, and they are the run.
+    warn = parse("dcgm_diag", {**dcgm_raw("dcgm-diag-blacklist-warn.json"), "run_level": 1})
     assert warn.status == "pass" and "DCGM Deployment / Persistence Mode: warn" in warn.findings
+
+
+def test_dcgm_diag_whose_gpu_tests_did_not_run_is_an_error_never_a_pass() -> None:
+    # The same deployment-only report from a run asked for -r 2: it stopped before the GPU tests.
+    short = parse("dcgm_diag", dcgm_raw("dcgm-diag-blacklist-warn.json"))
+    assert short.status == "error" and "passed no test of the GPUs" in (short.reason or ""), short
+    # The real r3 report with one GPU test passed on GPU 0 alone and skipped on the others.
+    doc = json.loads(real("dcgm-diag-r3-denylist.json"))
+    tests = [
+        t
+        for c in doc["DCGM GPU Diagnostic"]["test_categories"]
+        if c["category"] != "Deployment"
+        for t in c["tests"]
+    ]
+    assert tests
+    for test in tests:
+        test["results"] = [{"gpu_ids": "0", "status": "Pass"}] + [
+            {"gpu_ids": str(i), "status": "Skip", "info": "not run"} for i in range(1, 8)
+        ]
+    out = parse(
+        "dcgm_diag", {**dcgm_raw("dcgm-diag-r3-denylist.json"), "run_level": 3, "output": json.dumps(doc)}
+    )
+    assert out.status == "error", out
+    partial = parse_diag(json.dumps(doc))
+    assert {(t.status, t.gpus) for t in partial.tests if t.category != "Deployment"} == {
+        ("skip", "1,2,3,4,5,6,7")
+    }
 
 
 def test_dcgm_diag_output_it_cannot_read_is_an_error_never_a_pass() -> None:

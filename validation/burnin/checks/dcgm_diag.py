@@ -2,9 +2,9 @@
 
 Run level 2 (deployment, PCIe, GPU memory) at the standard level and 3 (adds the diagnostic,
 targeted stress, power and memory bandwidth tests) at extended. Each DCGM test's verdict becomes
-a finding: a Fail fails the node, a Warn or Skip is noted. A run that passed no test, or that
-exited non-zero with no test failed or warned (it stopped early), is an error: DCGM measured
-nothing whole. Where dcgmi is not installed the check is skipped with that reason; DCGM is an
+a finding: a Fail fails the node, a Warn or Skip is noted. A run that passed no GPU test (only the
+deployment checks, which test the software), or that exited non-zero with no test failed or warned
+(it stopped early), is an error: DCGM measured nothing whole. Where dcgmi is not installed the check is skipped with that reason; DCGM is an
 operator's choice, not a requirement of the burn-in.
 
 Raw: {"run_level", "argv", "version", "rc", "output", "stderr"}.
@@ -21,6 +21,9 @@ from validation.burnin.registry import Check, Raw, register
 
 # Leave the worker time to record the outcome before the check's own timeout.
 _RUN_SHARE = 0.9
+# DCGM's deployment tests check the software (denylist, driver, persistence mode, environment):
+# passing them alone says nothing of the GPUs, which run level 2 and up test.
+SOFTWARE_ONLY = ("deployment",)
 
 
 @register
@@ -55,9 +58,14 @@ class DcgmDiag(Check):
             )
         failed = report.with_status("fail")
         run_level = raw.get("run_level")
-        if not report.with_status("pass"):
-            # Every test skipped, or none reported: DCGM measured nothing, and nothing is no pass.
-            return error(f"dcgmi diag -r {run_level} passed no test ({len(report.tests)} reported)")
+        gpu_passed = [t for t in report.with_status("pass") if t.category.lower() not in SOFTWARE_ONLY]
+        if not failed and not (gpu_passed if _tests_gpus(run_level) else report.with_status("pass")):
+            # Every GPU test skipped, or none reported (a run stopped after the deployment checks):
+            # DCGM measured no GPU, and nothing is no pass.
+            return error(
+                f"dcgmi diag -r {run_level} passed no test of the GPUs ({len(report.tests)} reported, "
+                f"{len(report.with_status('pass'))} deployment checks passed)"
+            )
         if rc not in (0, None) and not failed and not report.with_status("warn"):
             # dcgmi exits non-zero when a test fails; with none failed or warned, the run stopped
             # early (an abort reports only the tests it reached).
@@ -74,6 +82,11 @@ class DcgmDiag(Check):
         return judge(
             ctx, {"dcgm_diag_failed_tests": float(len(failed))}, faults=faults, notes=notes, versions=versions
         )
+
+
+def _tests_gpus(run_level: object) -> bool:
+    """Run level 1 is the deployment checks alone; 2 and up add the tests of the GPUs."""
+    return not isinstance(run_level, int) or run_level >= 2
 
 
 def _finding(t: TestVerdict) -> str:

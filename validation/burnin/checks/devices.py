@@ -49,19 +49,22 @@ class Inventory(Check):
             for d in devices:
                 faults += [f"{device_label(sku, d['index'])}: NVML {p}" for p in d.get("nvml_errors") or []]
             faults += [f"NVML {p}" for p in raw.get("nvml_errors") or []]
-            mem = [float(d["memory_bytes"]) / 2**30 for d in devices if d.get("memory_bytes")]
+            # Each device with its own figure: one that reports none is a fault of its own, and
+            # must not shift the others' figures onto the wrong device.
+            unread = [d for d in devices if not d.get("memory_bytes")]
+            faults += [f"{device_label(sku, d['index'])}: memory size not reported" for d in unread]
+            mem = [(d, float(d["memory_bytes"]) / 2**30) for d in devices if d.get("memory_bytes")]
             if mem:
-                per_device["accelerator_memory_gib"] = mem
-                metrics["accelerator_memory_gib"] = min(mem)
+                if not unread:
+                    per_device["accelerator_memory_gib"] = [gib for _, gib in mem]
+                metrics["accelerator_memory_gib"] = min(gib for _, gib in mem)
                 want = sku.accelerator.memory_gib * MEMORY_TOLERANCE
-                for d, gib in zip(devices, mem, strict=False):
+                for d, gib in mem:
                     if gib < want:
                         faults.append(
                             f"{device_label(sku, d['index'])} has {gib:.1f} GiB; {sku.accelerator.model} has "
                             f"{sku.accelerator.memory_gib:g} (at least {want:.1f} expected)"
                         )
-            elif devices:
-                faults.append("accelerator memory size not reported")
             for key in ("vbios", "firmware"):
                 seen = sorted({str(d[key]) for d in devices if d.get(key)})
                 if len(seen) > 1:

@@ -6,9 +6,10 @@
         {"category": "Stress", "tests": [
             {"name": "Memory Bandwidth", "results": [{"gpu_ids": "0", "status": "Pass"}]}]}]}}
 
-A test's verdict is the worst of its results: Fail, then Warn, then Pass; Skip only when every
-result skipped. Any other status word is reported as a failure: a verdict this reader does not
-know must not read as healthy.
+A test's verdict is the worst of its results: Fail, then Warn, then Skip, then Pass. A test that
+passed on some GPUs and skipped the others did not test those: it is a skip naming them, not a
+pass. Any other status word is reported as a failure: a verdict this reader does not know must not
+read as healthy.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-_ORDER = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+_ORDER = {"fail": 0, "warn": 1, "skip": 2, "pass": 3}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ instead of a count, and no redop / root columns: the columns are found by name, 
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -67,9 +68,21 @@ def parse_table(text: str) -> CollectiveResult:
     avg = _AVG.search(text)
     return CollectiveResult(
         bytes=int(largest[size_col]),
-        busbw_out_gbps=float(largest[busbw[0]]),
-        busbw_in_gbps=float(largest[busbw[1]]),
+        busbw_out_gbps=_bandwidth(largest[busbw[0]], "out-of-place", largest[size_col]),
+        busbw_in_gbps=_bandwidth(largest[busbw[1]], "in-place", largest[size_col]),
         wrong=wrong,
         avg_busbw_gbps=float(avg["v"]) if avg else None,
         sizes=len(rows),
     )
+
+
+def _bandwidth(token: str, placement: str, size: str) -> float:
+    """A busbw cell as a number; `-nan` or `inf` (a run whose timing broke) is no measurement, and
+    min() would quietly judge the other placement alone."""
+    try:
+        value = float(token)
+    except ValueError:
+        raise ValueError(f"nccl-tests: {placement} busbw at {size} B is {token!r}, not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"nccl-tests: {placement} busbw at {size} B is {token!r}, not a bandwidth")
+    return value
