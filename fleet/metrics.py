@@ -15,10 +15,15 @@ class Metric:
     unit: str
     higher_is_better: bool
     description: str
+    # The least distance from the fleet median, in the metric's unit, that can make an outlier.
+    # A margin in percent of the median means nothing on a scale whose zero is arbitrary (°C).
+    min_outlier_margin: float = 0.0
 
 
-def _m(name: str, unit: str, higher: bool, description: str) -> tuple[str, Metric]:
-    return name, Metric(name, unit, higher, description)
+def _m(
+    name: str, unit: str, higher: bool, description: str, min_outlier_margin: float = 0.0
+) -> tuple[str, Metric]:
+    return name, Metric(name, unit, higher, description, min_outlier_margin)
 
 
 # Checks the controller reads or writes beside a node's own: the node-side all-reduce across nodes
@@ -72,7 +77,9 @@ METRICS: dict[str, Metric] = dict(
         _m("stress_clock_ratio", "ratio", True, "sustained clock under load / maximum clock, slowest device"),
         _m("stress_throughput_ratio", "ratio", True, "slowest load window / median window under stress"),
         _m("stress_throttle_seconds", "s", False, "time spent thermally or power throttled under load"),
-        _m("temperature_max_c", "C", False, "hottest device temperature under load"),
+        # NVML reports whole degrees, and a GPU's place in the chassis's airflow alone moves it by a
+        # few: 5 % of a 70 °C median (3.5 °C) would reject healthy nodes that sit downstream.
+        _m("temperature_max_c", "C", False, "hottest device temperature under load", min_outlier_margin=5.0),
         _m("power_max_w", "W", False, "highest device power draw under load"),
         _m("gemm_tflops_per_watt", "TFLOP/s/W", True, "GEMM throughput per watt drawn"),
         _m("ecc_uncorrectable", "count", False, "uncorrectable ECC errors, all devices"),

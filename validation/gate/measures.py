@@ -5,7 +5,8 @@ Floors: limit = reference value x fraction (the catalog's fraction, or the spec'
 For a lower-is-better metric (temperature, throttle seconds) the same limit is a ceiling.
 
 Outliers, on a higher-is-better metric: a node is an outlier when it is below the fleet median by
-more than k x MAD *and* by more than `min_relative_margin` x median. MAD is the median absolute
+more than k x MAD *and* by more than `min_relative_margin` x median (and, where the metric sets one,
+by more than its least margin in its own unit: temperature). MAD is the median absolute
 deviation scaled by 1.4826, so k reads as standard deviations for normal noise. The second
 condition keeps a tight fleet (MAD near 0) from rejecting noise: with MAD = 0 the margin alone
 decides. Lower-is-better metrics mirror this above the median. With a median of 0 and MAD of 0
@@ -128,6 +129,7 @@ def judge_measures(
     count = present.sum(axis=0)
     higher = np.array([vocabulary[m].higher_is_better if m in vocabulary else True for m in names])
     judged_metric = np.array([m in vocabulary or m in limits for m in names])
+    floor_margin = np.array([vocabulary[m].min_outlier_margin if m in vocabulary else 0.0 for m in names])
     limit = np.array([limits[m].value if m in limits else np.nan for m in names])
 
     fleet_ok = len(judged) >= settings.min_fleet
@@ -158,9 +160,9 @@ def judge_measures(
             elif not _fleet_relative(settings, metric):
                 note = f"floor only (validation.thresholds.{metric}.fleet_relative: false): no outlier rule"
             elif higher[j]:
-                threshold[j] = min(med - k * spread, med - margin * abs(med))
+                threshold[j] = min(med - k * spread, med - margin * abs(med), med - floor_margin[j])
             else:
-                threshold[j] = max(med + k * spread, med + margin * abs(med))
+                threshold[j] = max(med + k * spread, med + margin * abs(med), med + floor_margin[j])
             if not np.isnan(threshold[j]) and metric not in limits:
                 note = _fleet_relative_only(metric, sku, notes)
         elif metric in limits and measured_count[j] == 0:
@@ -204,7 +206,10 @@ def judge_measures(
     # and the fleet run's pair figure (the rounds pair every host). Other metrics: of the majority.
     required = np.array([(m in limits and m not in FLEET_STAGE_METRICS) or m == FABRIC_METRIC for m in names])
     _floor_reasons(judged, names, values, below_limit, higher, limits)
-    _outlier_reasons(judged, names, values, outlier, higher, median, mad, threshold, settings)
+    least = [
+        f"{floor_margin[j]:g} {vocabulary[m].unit}" if floor_margin[j] else "" for j, m in enumerate(names)
+    ]
+    _outlier_reasons(judged, names, values, outlier, higher, median, mad, threshold, least, settings)
     _missing_metric_reasons(judged, names, measured, measured_count, required)
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
@@ -311,6 +316,7 @@ def _outlier_reasons(
     median: FloatArray,
     mad: FloatArray,
     threshold: FloatArray,
+    least: Sequence[str],
     settings: GateSettings,
 ) -> None:
     for i, j in zip(*np.nonzero(mask), strict=True):
@@ -328,7 +334,8 @@ def _outlier_reasons(
                 float(threshold[j]),
                 f"{check}: {metric} {x:.4g} is {pct:.1f} % {side} the fleet median {med:.4g}: more than "
                 f"{settings.mad_k:g} x MAD ({settings.mad_k * spread:.4g}) and more than "
-                f"{settings.min_relative_margin:.0%} of the median",
+                f"{settings.min_relative_margin:.0%} of the median"
+                + (f" and more than {least[j]}" if least[j] else ""),
             )
         )
 

@@ -114,6 +114,20 @@ def test_lower_is_better_outlier_is_above_the_median() -> None:
     assert stats["outlier_below"] is None and stats["outlier_above"] is not None
 
 
+def test_whole_degree_temperatures_need_more_than_a_percentage_of_celsius_to_be_outliers() -> None:
+    # NVML's whole degrees: six nodes at exactly 70 C give a MAD of 0, and 5 % of 70 C (3.5 C)
+    # alone would reject nodes 4 and 5 C warmer. The temperature's least margin is 5 C.
+    temps = [70, 70, 70, 70, 70, 70, 74, 75, 76, 82]
+    per = {
+        f"node{i}": {"noise": 0.0, "scale": {"temperature_max_c": t / 71.0}} for i, t in enumerate(temps, 1)
+    }
+    result = decide(as_files(fleet(10, **per)))
+    assert result.stats["temperature_max_c"].outlier_threshold == pytest.approx(75.0)
+    assert rejected(result) == ["node9", "node10"], [r.message for n in result.nodes for r in n.reasons]
+    (reason,) = result.node("node10").reasons
+    assert reason.message.endswith("more than 5 C"), reason.message
+
+
 def test_version_mismatch_against_pin() -> None:
     settings = GateSettings(pinned_versions={"driver": "550.54.15", "firmware": "1.2"})
     result = decide(
