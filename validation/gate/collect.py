@@ -82,20 +82,23 @@ class NodeEvidence:
             found = self.runs[run_id] = RunEvidence(run_id)
         return found
 
-    def latest_run(self) -> RunEvidence | None:
-        if len(self.runs) <= 1:  # the common case, and the one 10,000-node fleets pay for
-            return next(iter(self.runs.values()), None)
-        return max(self.runs.values(), key=lambda r: (r.started(), r.run_id))
-
     def latest_candidates(self) -> list[RunEvidence]:
-        """Runs that may be the latest: those tied at the latest known start, and any whose start
-        cannot be read (it could be later than all). The gate judges each and keeps the worst."""
-        if len(self.runs) <= 1:
+        """Runs that may be the latest: those tied at the latest known start, any whose start
+        cannot be read (it could be later than all), and the run appended last. A start is the
+        node's own clock: one that ran ahead dates an old run after a new one, while the runner
+        only ever appends. The gate judges each candidate and keeps the worst."""
+        if len(self.runs) <= 1:  # the common case, and the one 10,000-node fleets pay for
             return list(self.runs.values())
         starts = {run_id: run.known_start() for run_id, run in self.runs.items()}
         known = [s for s in starts.values() if s is not None]
         newest = max(known, default=None)
-        return [r for r in self.runs.values() if starts[r.run_id] is None or starts[r.run_id] == newest]
+        # Run records are read before check records, in file order: the last run to have one.
+        appended_last = next((r.run_id for r in reversed(self.runs.values()) if r.runs), None)
+        return [
+            r
+            for r in self.runs.values()
+            if starts[r.run_id] is None or starts[r.run_id] == newest or r.run_id == appended_last
+        ]
 
 
 def group_by_node(files: Sequence[ResultFile]) -> dict[str, NodeEvidence]:

@@ -240,6 +240,20 @@ def test_latest_run_wins() -> None:
     assert result.node("node2").run_id == "r1" and result.node("node2").accepted
 
 
+def test_a_run_dated_ahead_by_the_nodes_clock_does_not_hide_the_run_appended_after_it() -> None:
+    # node3's clock ran ahead for its first burn-in; the run appended after it is dated earlier and
+    # failed. The runner only appends, so the later line is a newer run whatever its date says.
+    recs = fleet(6)
+    ahead = node_records("node3", run_id="r-ahead", started="2027-06-01T00:00:00+00:00")
+    now = node_records(
+        "node3", run_id="r-now", started="2026-11-29T10:00:00+00:00", scale={"gemm_bf16_tflops": 0.1}
+    )
+    recs["node3"] = ahead + now
+    result = decide(as_files(recs))
+    assert result.node("node3").run_id == "r-now" and not result.node("node3").accepted
+    assert ("floor", "compute", "gemm_bf16_tflops") in rules_of(result, "node3")
+
+
 def test_a_fleet_of_one_and_of_two_uses_absolute_rules_only() -> None:
     one = decide(as_files(fleet(1, node1={"scale": {"gemm_bf16_tflops": 0.8}})))
     assert rules_of(one, "node1") == [("floor", "compute", "gemm_bf16_tflops")]
