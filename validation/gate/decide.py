@@ -60,7 +60,11 @@ def decide(
     settings = settings or GateSettings()
     notes: list[str] = []
     evidence = group_by_node(files)
-    catalog_sku = _resolve_sku(evidence, sku, sku_from)
+    # Which SKU the results are for is asked of the fleet's own nodes: a stray file of a node no
+    # list names is rejected as unlisted below, and must not stop every listed node's verdict.
+    members = _members(plan, listed, expected)
+    own = {n: ev for n, ev in evidence.items() if members is None or n in members[0]}
+    catalog_sku = _resolve_sku(own, sku, sku_from)
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
     outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
@@ -173,13 +177,10 @@ def _absent_nodes(
     ]
 
 
-def _unlisted_nodes(
-    verdicts: Sequence[NodeVerdict],
-    plan: FleetPlan | None,
-    listed: Sequence[str] | None,
-    expected: Sequence[str],
-) -> None:
-    """A node that no list names cannot vouch for itself: its results may be anyone's."""
+def _members(
+    plan: FleetPlan | None, listed: Sequence[str] | None, expected: Sequence[str]
+) -> tuple[set[str], str] | None:
+    """The nodes the lists name, and which lists those are; None when nothing lists the fleet."""
     sources: list[str] = []
     allowed: set[str] = set()
     if plan is not None and plan.hosts:
@@ -191,9 +192,20 @@ def _unlisted_nodes(
     if expected:
         sources.append("the fleet run's hosts")
         allowed.update(expected)
-    if not sources:
+    return (allowed, " or ".join(sources)) if sources else None
+
+
+def _unlisted_nodes(
+    verdicts: Sequence[NodeVerdict],
+    plan: FleetPlan | None,
+    listed: Sequence[str] | None,
+    expected: Sequence[str],
+) -> None:
+    """A node that no list names cannot vouch for itself: its results may be anyone's."""
+    members = _members(plan, listed, expected)
+    if members is None:
         return
-    where = " or ".join(sources)
+    allowed, where = members
     for v in verdicts:
         if v.node not in allowed:
             v.reasons.append(

@@ -21,7 +21,7 @@ from tests.validation.gate.helpers import (
     run_record,
     write,
 )
-from validation.gate import FleetPlan, GateResult, GateSettings, decide
+from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, decide
 from validation.gate.plausible import _bounds
 
 
@@ -80,6 +80,17 @@ def test_an_inventory_lists_the_nodes_judged() -> None:
     assert rules_of(result, "node3") == [("unlisted", None, None)]
     assert result.node("node1").accepted
     assert decide(as_files(fleet(3))).node("node3").accepted  # no list: every node is judged
+
+
+def test_a_stray_file_of_another_sku_is_unlisted_and_stops_no_verdict() -> None:
+    recs = {**fleet(4), "scratch-box": node_records("scratch-box", sku="cpu")}
+    listed = ["node1", "node2", "node3", "node4"]
+    for sku in ("p5.48xlarge", None):  # asked for, and named by the listed nodes' results
+        result = decide(as_files(recs), sku=sku, listed=listed)
+        assert rules_of(result, "scratch-box") == [("unlisted", None, None)]
+        assert result.fleet.sku == "p5.48xlarge" and all(result.node(n).accepted for n in listed)
+    with pytest.raises(GateInputError, match="mix SKUs"):  # no list: every node is the fleet's
+        decide(as_files(recs))
 
 
 # --- unmeasured is missing ----------------------------------------------------------------------
