@@ -9,10 +9,11 @@ verdict (fleet.py). Nodes are listed in natural name order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
 from fleet.metrics import METRICS, Metric
-from fleet.results import ResultFile
+from fleet.results import ResultFile, parsed_instant
 from validation.gate.collect import NodeEvidence, group_by_node
 from validation.gate.fleet import fleet_verdict
 from validation.gate.measures import judge_measures, resolve_limits
@@ -30,6 +31,8 @@ from validation.gate.node_rules import judge_records
 from validation.gate.versions import judge_versions
 
 _SHOWN = 8  # node names quoted in one message before "and N more"
+# A fleet's burn-in runs within hours; results a day older than its newest are from another one.
+STALE_AFTER = timedelta(hours=24)
 
 
 def decide(
@@ -80,6 +83,7 @@ def decide(
     _level_notes(verdicts, notes)
     stats = judge_measures(verdicts, settings, limits, vocabulary, notes, catalog_sku)
     judge_versions(verdicts, settings, notes)
+    _age_notes(verdicts, notes)
     reports = [FileReport(str(f.path), len(f.runs) + len(f.checks), _bad(f)) for f in files]
     for report in reports:
         if report.bad_lines:
@@ -218,6 +222,24 @@ def _unlisted_nodes(
                     f"node {v.node!r} is not among {where}: its results are not judged into the fleet",
                 )
             )
+
+
+def _age_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:
+    """Results that predate the fleet's newest burn-in by more than STALE_AFTER are judged as the
+    rest, and said: a node whose burn-in did not run this time may still have last month's file."""
+    started = {v.node: parsed_instant(v.started) for v in verdicts if v.started and v.accepted}
+    known = {node: t for node, t in started.items() if t is not None}
+    if len(known) < 2:
+        return
+    newest = max(known.values())
+    old = {node: t for node, t in known.items() if newest - t > STALE_AFTER}
+    if old:
+        oldest = min(old.values())
+        notes.append(
+            f"accepted on results older than the fleet's newest burn-in ({newest.isoformat()}) by more than "
+            f"{STALE_AFTER.total_seconds() / 3600:g} h: {_listed(list(old))} (oldest {oldest.isoformat()}); "
+            f"burn them in again if anything changed since"
+        )
 
 
 def _level_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:

@@ -254,6 +254,17 @@ def test_a_run_dated_ahead_by_the_nodes_clock_does_not_hide_the_run_appended_aft
     assert ("floor", "compute", "gemm_bf16_tflops") in rules_of(result, "node3")
 
 
+def test_results_a_day_older_than_the_fleets_newest_are_said_to_be_old() -> None:
+    recs = fleet(4)
+    recs["node3"] = node_records("node3", run_id="r-old", started="2025-01-01T00:00:00+00:00")
+    result = decide(as_files(recs))
+    assert result.node("node3").accepted  # still judged on them, as an operator's rerun of one host is
+    (note,) = [n for n in result.notes if "older than the fleet's newest burn-in" in n]
+    assert "node3 (oldest 2025-01-01T00:00:00+00:00)" in note and "node1" not in note
+    recent = decide(as_files(fleet(4)))
+    assert not [n for n in recent.notes if "older than" in n]
+
+
 def test_a_fleet_of_one_and_of_two_uses_absolute_rules_only() -> None:
     one = decide(as_files(fleet(1, node1={"scale": {"gemm_bf16_tflops": 0.8}})))
     assert rules_of(one, "node1") == [("floor", "compute", "gemm_bf16_tflops")]
