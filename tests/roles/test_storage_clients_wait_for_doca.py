@@ -1,0 +1,59 @@
+"""The Lustre and BeeGFS clients do not mount or start while DOCA-OFED's drivers wait for a reboot.
+
+Their modules are built against DOCA-OFED (DKMS, and BeeGFS's autobuild with DOCA's headers), whose
+drivers load only at the reboot doca_ofed reports pending; nvidia_driver's reboot, when it ran, was
+that reboot. Each role's own fact task runs under ansible-playbook on this machine, one inventory
+host per case; the tasks that mount, start or verify are read from the role and must obey it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from tests.local_play import local_hosts, run_play
+
+FACT_TASK = "Note whether DOCA-OFED's drivers still wait for a reboot"
+CASES: dict[str, tuple[dict[str, Any], bool]] = {
+    "doca_pending": ({"doca_ofed_reboot_pending": True}, True),
+    "driver_rebooted": ({"doca_ofed_reboot_pending": True, "nvidia_driver_rdma_pending": False}, False),
+    "driver_did_not_reboot": ({"doca_ofed_reboot_pending": True, "nvidia_driver_rdma_pending": True}, True),
+    "doca_loaded": ({"doca_ofed_reboot_pending": False}, False),
+    "no_doca_role": ({}, False),
+}
+# The tasks (and handler) that need the client's modules loaded now.
+RUNTIME = {
+    "lustre_client": ["Mount the file system, persistent across reboots", "Verify the mount"],
+    "beegfs_client": ["Start the client services", "Verify the mount", "Beegfs client restart"],
+}
+
+
+def _tasks(role: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for sub in ("tasks", "handlers"):
+        for path in sorted((ROOT / "roles" / role / sub).glob("main.yml")):
+            found += yaml.safe_load(path.read_text())
+    return found
+
+
+@pytest.mark.parametrize("role", sorted(RUNTIME))
+def test_a_pending_doca_reboot_holds_the_client_back(role: str, tmp_path: Path) -> None:
+    tasks = _tasks(role)
+    (fact_task,) = [t for t in tasks if t.get("name") == FACT_TASK]
+    (fact,) = fact_task["ansible.builtin.set_fact"]
+    hosts = local_hosts({name: given for name, (given, _) in CASES.items()})
+    show = {"name": "show", "ansible.builtin.debug": {"var": fact}}
+    done = run_play(
+        tmp_path, {"all": {"hosts": hosts}}, [fact_task, show], env={"ANSIBLE_STDOUT_CALLBACK": "json"}
+    )
+    doc = json.loads(done.stdout[done.stdout.index("{") :])
+    shown = {host: result[fact] for host, result in doc["plays"][0]["tasks"][-1]["hosts"].items()}
+    assert shown == {name: pending for name, (_, pending) in CASES.items()}, done.stdout[-2000:]
+    for name in RUNTIME[role]:
+        (task,) = [t for t in tasks if t.get("name") == name]
+        assert fact in json.dumps(task), f"{role}: {name!r} does not wait for {fact}"
