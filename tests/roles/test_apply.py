@@ -154,6 +154,8 @@ def fleet(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Flee
         hostvars={
             "h2": {
                 "gpu_facts_override": {"nvidia_gpus": 8, "nvswitches": 4},
+                # The hosts run this machine's kernel, whose linux-headers no source they reach carries.
+                "nvidia_driver_kernel_headers": False,
                 "nvidia_driver_peermem": "always",
                 "nccl_ib_hca": "mlx5_0,mlx5_1",
                 "lustre_client_mgs_nids": ["10.1.0.2@o2ib"],

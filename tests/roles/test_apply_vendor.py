@@ -205,6 +205,8 @@ def applied(host_pool: HostPool, tmp_path_factory: pytest.TempPathFactory) -> Ap
             **mirror.role_vars(),
             # An HGX B200: NVLink 5 switch-management ports, not PCI NVSwitches, as the SKU expects.
             "gpu_facts_override": {"nvidia_gpus": 8, "nvlink5_switch_ports": 4},
+            # The host runs this machine's kernel, whose linux-headers no source it reaches carries.
+            "nvidia_driver_kernel_headers": False,
             "gpu_facts_expected_nvswitch_fabric": "nvlink5",
             "dcgm_exporter": True,
             "dcgm_exporter_port": 9500,
