@@ -75,6 +75,8 @@ class NodeEvidence:
     bad_lines: list[BadLine] = field(default_factory=list)
     # records in this node's files that claim another node: (file, claimed node, how many)
     foreign: list[tuple[str, str, int]] = field(default_factory=list)
+    # each file's last run record's run: the runner only appends, so it is that file's newest run
+    appended_last: set[str] = field(default_factory=set)
 
     def run(self, run_id: str) -> RunEvidence:
         found = self.runs.get(run_id)
@@ -84,20 +86,19 @@ class NodeEvidence:
 
     def latest_candidates(self) -> list[RunEvidence]:
         """Runs that may be the latest: those tied at the latest known start, any whose start
-        cannot be read (it could be later than all), and the run appended last. A start is the
+        cannot be read (it could be later than all), and each file's last run. A start is the
         node's own clock: one that ran ahead dates an old run after a new one, while the runner
-        only ever appends. The gate judges each candidate and keeps the worst."""
+        only ever appends (and two files of one node name may be two machines' results). The gate
+        judges each candidate and keeps the worst."""
         if len(self.runs) <= 1:  # the common case, and the one 10,000-node fleets pay for
             return list(self.runs.values())
         starts = {run_id: run.known_start() for run_id, run in self.runs.items()}
         known = [s for s in starts.values() if s is not None]
         newest = max(known, default=None)
-        # Run records are read before check records, in file order: the last run to have one.
-        appended_last = next((r.run_id for r in reversed(self.runs.values()) if r.runs), None)
         return [
             r
             for r in self.runs.values()
-            if starts[r.run_id] is None or starts[r.run_id] == newest or r.run_id == appended_last
+            if starts[r.run_id] is None or starts[r.run_id] == newest or r.run_id in self.appended_last
         ]
 
 
@@ -128,6 +129,9 @@ def group_by_node(files: Sequence[ResultFile]) -> dict[str, NodeEvidence]:
             else:
                 run.checks.append(rec)
         ev.foreign.extend((path, claimed, n) for claimed, n in foreign.items())
+        own_runs = [r.run_id for r in result.runs if r.node == owner]
+        if own_runs:
+            ev.appended_last.add(own_runs[-1])
         if result.bad_lines:
             ev.bad_lines.extend(result.bad_lines)
     return nodes

@@ -70,6 +70,13 @@ def decide(
     catalog_sku = _resolve_sku(own, sku, sku_from)
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
+    for ev in evidence.values():
+        if len(ev.files) > 1:
+            # A resumed run appends to its one file: two files of one node may be two machines.
+            notes.append(
+                f"{ev.node}: results in {len(ev.files)} files ({', '.join(sorted(ev.files))}); each file's "
+                f"latest run is judged and the worst counts"
+            )
     outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
     verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes, listed or ())
     _unlisted_nodes(verdicts, plan, listed, expected)

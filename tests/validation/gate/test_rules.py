@@ -265,6 +265,23 @@ def test_results_a_day_older_than_the_fleets_newest_are_said_to_be_old() -> None
     assert not [n for n in recent.notes if "older than" in n]
 
 
+@pytest.mark.parametrize("order", ["results-first", "stray-first"])
+def test_two_files_of_one_node_name_are_each_judged_on_their_latest_run(order: str) -> None:
+    # Two machines left node2.jsonl in two folders (the same default host name); the other one's
+    # run is a minute older and failed. Which file is read first must not decide the verdict.
+    recs = fleet(4)
+    other = node_records(
+        "node2", run_id="other", started="2026-11-29T09:59:00+00:00", scale={"gemm_bf16_tflops": 0.1}
+    )
+    stray = as_files({"node2": other})[0]
+    stray.path = Path("/results/rack2/node2.jsonl")
+    files = [*as_files(recs), stray] if order == "results-first" else [stray, *as_files(recs)]
+    result = decide(files)
+    assert ("floor", "compute", "gemm_bf16_tflops") in rules_of(result, "node2")
+    (note,) = [n for n in result.notes if n.startswith("node2: results in 2 files")]
+    assert "/results/rack2/node2.jsonl" in note
+
+
 def test_a_fleet_of_one_and_of_two_uses_absolute_rules_only() -> None:
     one = decide(as_files(fleet(1, node1={"scale": {"gemm_bf16_tflops": 0.8}})))
     assert rules_of(one, "node1") == [("floor", "compute", "gemm_bf16_tflops")]
