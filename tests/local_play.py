@@ -3,6 +3,7 @@ this machine (`ansible_connection: local`): how a test runs a task file without 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -43,3 +44,18 @@ def run_play(
         check=False,
         env={**os.environ, "ANSIBLE_NOCOLOR": "1", **(env or {})},
     )
+
+
+def play_results(
+    folder: Path, inventory: Mapping[str, Any], tasks: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """run_play through Ansible's JSON callback: the document it prints (stats, and each task's
+    result per host)."""
+    done = run_play(folder, inventory, tasks, env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"})
+    try:
+        doc: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{") :])
+    except ValueError:
+        raise AssertionError(
+            f"ansible-playbook exited {done.returncode} without a JSON document:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        ) from None
+    return doc

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.local_play import local_hosts, run_play
+from tests.local_play import local_hosts, play_results
 
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64"
 TOOLKIT = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
@@ -92,12 +92,9 @@ def test_another_definition_of_the_repository_stops_the_role_naming_its_file(
             case["own_var"]: own_path,
         }
     tasks = _check_tasks(role)
-    done = run_play(
-        tmp_path, {"all": {"hosts": local_hosts(hosts)}}, tasks, env={"ANSIBLE_STDOUT_CALLBACK": "json"}
-    )
-    doc = json.loads(done.stdout[done.stdout.index("{") :])
+    doc = play_results(tmp_path, {"all": {"hosts": local_hosts(hosts)}}, tasks)
     failed = {host for host, s in doc["stats"].items() if s["failures"]}
-    assert failed == {"foreign_list", "in_sources_list"}, done.stdout[-3000:]
+    assert failed == {"foreign_list", "in_sources_list"}, json.dumps(doc)[-3000:]
     message = doc["plays"][0]["tasks"][1]["hosts"]["foreign_list"]["msg"]
     assert str(tmp_path / "foreign_list" / "sources.list.d" / foreign_name) in message
     assert case["own"] not in message and "signing key of their own" in message, message

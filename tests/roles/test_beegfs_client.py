@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import ROOT
-from tests.local_play import local_hosts, run_play
+from tests.local_play import local_hosts, play_results
 
 VALID = {"name": "mgmt01.cluster.example", "ipv4": "10.1.0.2", "ipv6": "fd00:10::2"}
 HOSTILE = {
@@ -35,7 +35,6 @@ def test_the_management_host_must_be_a_host_name_or_an_address(tmp_path: Path) -
     }
     values = {**VALID, **HOSTILE}
     hosts = local_hosts({name: {**common, "beegfs_client_mgmtd_host": v} for name, v in values.items()})
-    done = run_play(tmp_path, {"all": {"hosts": hosts}}, [check], env={"ANSIBLE_STDOUT_CALLBACK": "json"})
-    doc = json.loads(done.stdout[done.stdout.index("{") :])
+    doc = play_results(tmp_path, {"all": {"hosts": hosts}}, [check])
     failed = {host for host, s in doc["stats"].items() if s["failures"]}
-    assert failed == set(HOSTILE), done.stdout[-3000:]
+    assert failed == set(HOSTILE), json.dumps(doc)[-3000:]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from tests.conftest import ROOT
-from tests.local_play import local_hosts, run_play
+from tests.local_play import local_hosts, play_results
 
 FACT_TASK = "Note whether DOCA-OFED's drivers still wait for a reboot"
 CASES: dict[str, tuple[dict[str, Any], bool]] = {
@@ -48,12 +48,9 @@ def test_a_pending_doca_reboot_holds_the_client_back(role: str, tmp_path: Path) 
     (fact,) = fact_task["ansible.builtin.set_fact"]
     hosts = local_hosts({name: given for name, (given, _) in CASES.items()})
     show = {"name": "show", "ansible.builtin.debug": {"var": fact}}
-    done = run_play(
-        tmp_path, {"all": {"hosts": hosts}}, [fact_task, show], env={"ANSIBLE_STDOUT_CALLBACK": "json"}
-    )
-    doc = json.loads(done.stdout[done.stdout.index("{") :])
+    doc = play_results(tmp_path, {"all": {"hosts": hosts}}, [fact_task, show])
     shown = {host: result[fact] for host, result in doc["plays"][0]["tasks"][-1]["hosts"].items()}
-    assert shown == {name: pending for name, (_, pending) in CASES.items()}, done.stdout[-2000:]
+    assert shown == {name: pending for name, (_, pending) in CASES.items()}, json.dumps(doc)[-2000:]
     for name in RUNTIME[role]:
         (task,) = [t for t in tasks if t.get("name") == name]
         assert fact in json.dumps(task), f"{role}: {name!r} does not wait for {fact}"
