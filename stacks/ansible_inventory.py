@@ -24,9 +24,9 @@ An on-prem spec lists its hosts, so its inventory is static YAML. A cloud fleet 
 group whose members change as nodes are replaced, so its inventory is the cloud's dynamic inventory
 plugin configured from the stack outputs (AWS: amazon.aws.aws_ec2 filtered by the group's
 node_filter; GCP: google.cloud.gcp_compute filtered by the group's labels, for a managed instance
-group (a TPU slice's VMs are listed through the TPU API instead: stacks/tpu_inventory.py); Azure: azure.azcollection.azure_rm over the fleet's scale sets, one per
-InfiniBand domain, each host grouped as ib_domain_<n>; nodes reached by private address), with the
-same groups and variables.
+group, while a TPU slice's VMs are listed through the TPU API: stacks/tpu_inventory.py; Azure:
+azure.azcollection.azure_rm over the fleet's scale sets, one per InfiniBand domain, each host
+grouped as ib_domain_<n>; nodes reached by private address), with the same groups and variables.
 
 Every value comes from a spec or stack outputs, so it is data: in a static inventory every string
 is tagged `!unsafe` (Ansible never templates it) and host names must be plain host names; in the

@@ -4,8 +4,8 @@ Run level 2 (deployment, PCIe, GPU memory) at the standard level and 3 (adds the
 targeted stress, power and memory bandwidth tests) at extended. Each DCGM test's verdict becomes
 a finding: a Fail fails the node, a Warn or Skip is noted. A run that passed no GPU test (only the
 deployment checks, which test the software), or that exited non-zero with no test failed or warned
-(it stopped early), is an error: DCGM measured nothing whole. Where dcgmi is not installed the check is skipped with that reason; DCGM is an
-operator's choice, not a requirement of the burn-in.
+(it stopped early), is an error: DCGM measured nothing whole. Where dcgmi is not installed the
+check is skipped with that reason; DCGM is an operator's choice, not a requirement of the burn-in.
 
 Raw: {"run_level", "argv", "version", "rc", "output", "stderr"}.
 """
