@@ -75,6 +75,7 @@ def test_another_definition_of_the_repository_stops_the_role_naming_its_file(
         "in_sources_list": {
             "sources.list": f"deb http://deb.debian.org/debian bookworm main\ndeb {url}/ /\n"
         },
+        "deb822_tight": {"sources.list.d/vendor.sources": f"Types: deb\nURIs:{url}\nSuites: /\n"},
         "ours_only": {f"sources.list.d/{case['own']}": ours},
         "commented_out": {f"sources.list.d/{foreign_name}": "# " + foreign_text},
         "another_repository": {"sources.list.d/other.list": foreign_text.replace(url, url + "-other")},
@@ -94,7 +95,7 @@ def test_another_definition_of_the_repository_stops_the_role_naming_its_file(
     tasks = _check_tasks(role)
     doc = play_results(tmp_path, {"all": {"hosts": local_hosts(hosts)}}, tasks)
     failed = {host for host, s in doc["stats"].items() if s["failures"]}
-    assert failed == {"foreign_list", "in_sources_list"}, json.dumps(doc)[-3000:]
+    assert failed == {"foreign_list", "in_sources_list", "deb822_tight"}, json.dumps(doc)[-3000:]
     message = doc["plays"][0]["tasks"][1]["hosts"]["foreign_list"]["msg"]
     assert str(tmp_path / "foreign_list" / "sources.list.d" / foreign_name) in message
     assert case["own"] not in message and "signing key of their own" in message, message
