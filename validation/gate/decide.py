@@ -70,16 +70,10 @@ def decide(
     catalog_sku = _resolve_sku(own, sku, sku_from)
     limits = resolve_limits(catalog_sku, settings)
     verdicts = [judge_records(ev, settings, vocabulary) for ev in evidence.values()]
-    for ev in evidence.values():
-        if len(ev.files) > 1:
-            # A resumed run appends to its one file: two files of one node may be two machines.
-            notes.append(
-                f"{ev.node}: results in {len(ev.files)} files ({', '.join(sorted(ev.files))}); each file's "
-                f"latest run is judged and the worst counts"
-            )
+    _file_notes(evidence, notes)
     outside = {node: list(reasons) for node, reasons in (host_reasons or {}).items() if reasons}
     verdicts += _absent_nodes(verdicts, plan, [*expected, *outside], notes, listed or ())
-    _unlisted_nodes(verdicts, plan, listed, expected)
+    _unlisted_nodes(verdicts, members)
     for v in verdicts:
         if v.node in outside:
             # A node without results got the generic `missing` reason above; the outside one says why.
@@ -206,14 +200,8 @@ def _members(
     return (allowed, " or ".join(sources)) if sources else None
 
 
-def _unlisted_nodes(
-    verdicts: Sequence[NodeVerdict],
-    plan: FleetPlan | None,
-    listed: Sequence[str] | None,
-    expected: Sequence[str],
-) -> None:
+def _unlisted_nodes(verdicts: Sequence[NodeVerdict], members: tuple[set[str], str] | None) -> None:
     """A node that no list names cannot vouch for itself: its results may be anyone's."""
-    members = _members(plan, listed, expected)
     if members is None:
         return
     allowed, where = members
@@ -228,6 +216,16 @@ def _unlisted_nodes(
                     where,
                     f"node {v.node!r} is not among {where}: its results are not judged into the fleet",
                 )
+            )
+
+
+def _file_notes(evidence: Mapping[str, NodeEvidence], notes: list[str]) -> None:
+    for ev in evidence.values():
+        if len(ev.files) > 1:
+            # A resumed run appends to its one file: two files of one node may be two machines.
+            notes.append(
+                f"{ev.node}: results in {len(ev.files)} files ({', '.join(sorted(ev.files))}); each file's "
+                f"latest run is judged and the worst counts"
             )
 
 
