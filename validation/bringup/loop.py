@@ -330,6 +330,10 @@ class _Loop:
                 f"{results}: cannot prepare it ({exc.strerror or exc})", "CANT_CREATE"
             ) from None
         for host in list(kept):
+            if resumed and (results / f"{host}.jsonl").is_file():
+                # The finished run appended to this copy (the fleet all-reduce, the fabric rounds):
+                # copying the earlier round's file again would erase what it measured.
+                continue
             try:
                 shutil.copy2(self.rec.results[host], results / f"{host}.jsonl")
             except OSError:
@@ -350,6 +354,7 @@ class _Loop:
             # The record's host_reasons are checked as the gate's reasons when it is loaded.
             saved = earlier["host_reasons"] or {}
             reasons.update({h: [Reason(**x) for x in saved.get(h, [])] for h in burn})
+            reasons.update({h: [Reason(**x) for x in saved[h]] for h in kept if h in saved})
         elif burn:
             self.say(
                 f"round {n}: burn-in on {len(burn)} host(s): {', '.join(burn)}"
@@ -375,10 +380,14 @@ class _Loop:
                     "INCOMPLETE",
                 )
             reasons.update({h: list(run.host_reasons.get(h, [])) for h in burn})
+            # A kept host is not burned in again, but the fabric rounds still pair it: what they
+            # found (unreachable mid-round, say) joins what it carried.
+            for h in kept:
+                reasons[h] = [*reasons[h], *run.host_reasons.get(h, [])]
             r["measured"] = True
         else:
             self.say(f"round {n}: no new host to burn in; judging the kept results again")
-        r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in burn if reasons.get(h)}
+        r["host_reasons"] = {h: [x.as_dict() for x in reasons[h]] for h in [*burn, *kept] if reasons.get(h)}
         if r.get("measured"):
             self.save()  # from here an interruption costs the gate, not the burn-in
         t = self.clock.now()
@@ -727,6 +736,14 @@ class _Loop:
                 self.rec.host_reasons[host] = saved[host]
             else:
                 self.rec.host_reasons.pop(host, None)
+        for host in r.get("kept", []):
+            # This round's copy holds what the round added to it (the fleet all-reduce, the fabric
+            # rounds): the next round judges the host on that, not on the older file.
+            file = results / f"{host}.jsonl"
+            if file.is_file():
+                self.rec.results[host] = str(file)
+            if saved.get(host):
+                self.rec.host_reasons[host] = saved[host]
         for x in r.get("replaced", []):
             if x["ok"]:
                 self.rec.results.pop(x["node"], None)

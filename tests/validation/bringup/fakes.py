@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleet.results import ResultsWriter
+from fleet.metrics import FABRIC_CHECK
+from fleet.results import ResultsWriter, controller_record, read_results
 from tests.validation.gate.helpers import node_records
 from validation.actions import RejectedNode
 from validation.bringup import BurnIn, InventoryView, ReplaceOutcome
@@ -60,6 +61,11 @@ class FakeFleet:
     heal_during_run: dict[str, int] = field(default_factory=dict)  # host -> the burn-in it is healed in
     no_identity: set[str] = field(default_factory=set)  # hosts whose instance id is not in the inventory
     on_new_instance: Callable[[FakeFleet, str], None] | None = None  # how a new VM behaves
+    # As run_fleet's fabric rounds, which pair every listed host, kept ones too: on the burn-in
+    # numbered by the key, a failed pair record appended to each host's file in this round's results
+    # (fabric_failed), or a reason outside them (fabric_lost: unreachable during the rounds).
+    fabric_failed: dict[int, set[str]] = field(default_factory=dict)
+    fabric_lost: dict[int, set[str]] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _instances: dict[str, int] = field(default_factory=dict)
     _recreating: dict[str, float] = field(default_factory=dict)  # host -> when its new instance runs
@@ -120,6 +126,28 @@ class FakeFleet:
             with ResultsWriter(results / f"{host}.jsonl") as w:
                 for r in records:
                     w.append(r)
+        for host in sorted(self.fabric_failed.get(len(self.runs), set())):
+            file = results / f"{host}.jsonl"
+            record = controller_record(
+                read_results(file),
+                check=FABRIC_CHECK,
+                status="fail",
+                reason="fabric: failed with every partner",
+                duration_s=1.0,
+            )
+            with ResultsWriter(file) as w:
+                w.append(record)
+        for host in sorted(self.fabric_lost.get(len(self.runs), set())):
+            reasons.setdefault(host, []).append(
+                Reason(
+                    "missing",
+                    None,
+                    None,
+                    None,
+                    "results",
+                    "unreachable during the fabric rounds: ssh refused",
+                )
+            )
         for host, run in self.heal_during_run.items():
             if run == len(self.runs):
                 self.new_instance(host)  # measured, then replaced by the group before the gate

@@ -441,6 +441,55 @@ def test_an_interruption_after_a_finished_burn_in_judges_it_on_resume_without_ru
     assert outcome.status in ("ready", "budget-spent", "waiting"), outcome.reason
 
 
+def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from validation.bringup import loop
+
+    # Round 2 burns in node4 alone; its fabric rounds find kept node1 failing with every partner.
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4", "node5"], fabric_failed={2: {"node1"}})
+    judge = loop.decide
+    calls: list[int] = []
+
+    def interrupted_at_round_two(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return judge(*args, **kw)
+
+    monkeypatch.setattr(loop, "decide", interrupted_at_round_two)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    monkeypatch.setattr(loop, "decide", judge)
+    outcome = run(fleet, tmp_path, resume=True)
+    assert fleet.runs[:2] == [(), ("node4",)] and ("node4",) not in fleet.runs[2:]  # judged, not redone
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert r2["kept"] == ["node1", "node3"] and r2["rejected"] == ["node1"], r2["verdicts"]
+    assert outcome.status == "ready" and "node1" not in outcome.result.fleet.accepted  # type: ignore[union-attr]
+
+
+def test_what_a_round_found_on_a_kept_host_is_judged_then_and_in_the_rounds_after(tmp_path: Path) -> None:
+    # Round 2: node4 is as slow as node2 was, and the fabric rounds lose kept node1. Two rejects in
+    # a fleet of three are a pattern, not replaced: round 3 keeps both and must judge node1 on what
+    # round 2 found, not on its clean round-1 file.
+    fleet = FakeFleet(
+        list(NODES), slow={"node2", "node4"}, spares=["node4", "node5", "node6"], fabric_lost={2: {"node1"}}
+    )
+    run(fleet, tmp_path)
+    run(fleet, tmp_path, resume=True)
+    rounds = on_disk(tmp_path)["rounds"]
+    assert rounds[1]["kept"] == ["node1", "node3"] and rounds[1]["rejected"] == ["node1", "node4"]
+    assert any(
+        "unreachable during the fabric rounds" in x["message"]
+        for x in rounds[1]["verdicts"]["node1"]["reasons"]
+    )
+    later = rounds[2:]
+    assert later and all("node1" in r["rejected"] for r in later if "node1" in r.get("kept", [])), later
+    record = BringupRecord.load(tmp_path / RECORD_NAME)
+    # The record points at the last round's copy, which holds what every round added to it.
+    assert record.results["node1"].endswith(f"round-{len(rounds)}/results/node1.jsonl")
+
+
 def test_a_resume_after_the_machines_changed_burns_the_round_in_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
