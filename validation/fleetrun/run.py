@@ -195,12 +195,17 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     ran = limited_hosts(expected, opts.limit)
     out = opts.out_dir.resolve()
     try:
-        results = _rerun_results_dir(out, ran) if opts.limit else _fresh_results_dir(out)
+        out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FleetRunError(f"--out {out}: cannot prepare it ({exc.strerror or exc})", "USAGE") from None
+    # The bundle first: a bad --wheelhouse or a failed build leaves the earlier results as they were.
     t_bundle = time.perf_counter()
     bundle = _bundle(opts, out, say)
     bundle_s = time.perf_counter() - t_bundle
+    try:
+        results = _rerun_results_dir(out, ran) if opts.limit else _fresh_results_dir(out)
+    except OSError as exc:
+        raise FleetRunError(f"--out {out}: cannot prepare it ({exc.strerror or exc})", "USAGE") from None
     extravars = role_vars(opts, bundle, results)
     private = out / "ansible"
     private.mkdir(parents=True, exist_ok=True)

@@ -343,6 +343,24 @@ def test_cli_refuses_bad_options_before_touching_anything(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("limit", [(), ("--limit", "node1")])
+def test_a_bundle_that_cannot_be_built_leaves_the_earlier_results_as_they_were(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], limit: tuple[str, ...]
+) -> None:
+    inv = tmp_path / "inv.ini"
+    inv.write_text("node1\nnode2\n")
+    out = tmp_path / "out"
+    earlier = {"results/node1.jsonl": "last run\n", "results.prev/node1.jsonl": "the run before\n"}
+    for rel, text in earlier.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
+    empty = tmp_path / "wheelhouse"  # a folder, so the options pass; the bundle build refuses it
+    empty.mkdir()
+    code, text = _cli(["-i", str(inv), "--out", str(out), "--wheelhouse", str(empty), *limit], capsys)
+    assert code != exitcodes.OK and f"--wheelhouse {empty}: 0 fleetforge-*.whl files" in text, text
+    assert {str(p.relative_to(out)): p.read_text() for p in out.rglob("*.jsonl")} == earlier
+
+
 def test_the_collectives_port_a_var_sets_is_every_plays() -> None:
     from fleetforge.run_options import collectives_port
 
