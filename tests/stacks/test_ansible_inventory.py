@@ -530,8 +530,10 @@ def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_
     action = GcpRecreate()
     assert action.node_problems(node) == []
     (step,) = action.plan([node])
-    assert step.calls[0].params["instance_group_manager"] == "a3mega-nodes"
-    assert step.calls[0].params["zone"] == "us-central1-a"
+    get, recreate = step.calls  # the live instance's id first: only the machine judged is recreated
+    assert get.params["instance"] == "a3mega-x1b2" and get.scope["judged_id"] == str(ids.gce_instance_id)
+    assert recreate.params["instance_group_manager"] == "a3mega-nodes"
+    assert recreate.params["zone"] == "us-central1-a"
     # Every key written is an option the installed plugin documents.
     docs = subprocess.run(
         [str(BIN / "ansible-doc"), "-t", "inventory", "google.cloud.gcp_compute", "--json"],
@@ -557,7 +559,7 @@ def test_a_regional_group_lists_every_zone_and_recreates_through_the_region(tmp_
     node = RejectedNode(name="a3mega-b1", reasons=("slow",), ids=ids)
     assert GcpRecreate().node_problems(node) == []
     (step,) = GcpRecreate().plan([node])
-    assert step.calls[0].target == "RegionInstanceGroupManagersClient"
+    assert step.calls[-1].target == "RegionInstanceGroupManagersClient"
 
 
 def test_tpu_slices_get_no_compute_engine_plugin() -> None:

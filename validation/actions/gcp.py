@@ -5,6 +5,10 @@ with the same name, so the group keeps its target size (nodes + spares) and the 
 valid; the new VM lands on other hardware. Zonal groups use InstanceGroupManagersClient, regional
 groups (host var `gce_mig_region`) RegionInstanceGroupManagersClient. The call returns once the
 group has accepted the recreation (the operation is waited for, up to `timeout_s`).
+
+The name outlives the machine (a recreation, the group's autohealing), so each step first reads the
+instance (InstancesClient.get) and recreates it only while its numeric id is still `gce_instance_id`,
+the machine the gate judged: a rerun after a partial failure does not destroy fresh, unjudged VMs.
 Credentials come from Application Default Credentials.
 """
 
@@ -13,8 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 from validation.actions.base import Action, id_problem
-from validation.actions.model import Call, CallOutcome, PlannedStep, RejectedNode
+from validation.actions.model import Call, CallOutcome, PlannedStep, RejectedNode, StepFailed
 
+INSTANCES = "InstancesClient"
 ZONAL = "InstanceGroupManagersClient"
 REGIONAL = "RegionInstanceGroupManagersClient"
 
@@ -23,14 +28,21 @@ class GcpRecreate(Action):
     name = "gcp-recreate"
     description = "managed instance group recreateInstances: same name, new VM from the template"
     sdk_module = "google.cloud.compute_v1"
-    needs = ("gce_project", "gce_zone", "gce_instance", "gce_mig")
+    needs = ("gce_project", "gce_zone", "gce_instance", "gce_instance_id", "gce_mig")
     identity = "gce_instance_id"
 
     def __init__(
-        self, zonal_client: Any | None = None, regional_client: Any | None = None, timeout_s: float = 600.0
+        self,
+        zonal_client: Any | None = None,
+        regional_client: Any | None = None,
+        timeout_s: float = 600.0,
+        instances_client: Any | None = None,
     ) -> None:
-        self._zonal = zonal_client
-        self._regional = regional_client
+        self._clients: dict[str, Any] = {
+            INSTANCES: instances_client,
+            ZONAL: zonal_client,
+            REGIONAL: regional_client,
+        }
         self.timeout_s = timeout_s
 
     def node_problems(self, node: RejectedNode) -> list[tuple[str, str, str]]:
@@ -48,10 +60,44 @@ class GcpRecreate(Action):
 
     def _plan_node(self, node: RejectedNode) -> PlannedStep:
         ids = node.ids
-        # A partial URL names the instance; the API accepts it for zonal and regional groups.
-        instance = f"zones/{ids.gce_zone}/instances/{ids.gce_instance}"
+        # The judged id travels in the plan (scope: not an argument of get), so apply compares
+        # against what the gate saw, not against whatever the inventory says by then.
+        get = Call(
+            sdk="google-cloud-compute",
+            target=INSTANCES,
+            method="get",
+            params={"project": ids.gce_project, "zone": ids.gce_zone, "instance": ids.gce_instance},
+            scope={"judged_id": str(ids.gce_instance_id)},
+        )
+        return PlannedStep(
+            action=self.name,
+            node=node.name,
+            summary=(
+                f"recreate {ids.gce_instance} (id {ids.gce_instance_id}) through {self._where(node)}, "
+                f"project {ids.gce_project}"
+            ),
+            reasons=node.reasons,
+            calls=(get, self._recreate_call(node)),
+        )
+
+    @staticmethod
+    def _where(node: RejectedNode) -> str:
+        ids = node.ids
         if ids.gce_mig_region:
-            call = Call(
+            return f"regional group {ids.gce_mig!r} ({ids.gce_mig_region})"
+        return f"zonal group {ids.gce_mig!r} ({ids.gce_zone})"
+
+    @staticmethod
+    def _recreate_call(node: RejectedNode) -> Call:
+        ids = node.ids
+        # A partial URL names the instance; the API accepts it for zonal and regional groups.
+        body = {"instances": [f"zones/{ids.gce_zone}/instances/{ids.gce_instance}"]}
+        refusal = (
+            f"refused before the recreate (nothing recreated) if get returns an id other than "
+            f"{ids.gce_instance_id}, the machine judged: it has been recreated since",
+        )
+        if ids.gce_mig_region:
+            return Call(
                 sdk="google-cloud-compute",
                 target=REGIONAL,
                 method="recreate_instances",
@@ -59,49 +105,49 @@ class GcpRecreate(Action):
                     "project": ids.gce_project,
                     "region": ids.gce_mig_region,
                     "instance_group_manager": ids.gce_mig,
-                    "region_instance_group_managers_recreate_request_resource": {"instances": [instance]},
+                    "region_instance_group_managers_recreate_request_resource": body,
                 },
+                filled_at_run_time=refusal,
             )
-        else:
-            call = Call(
-                sdk="google-cloud-compute",
-                target=ZONAL,
-                method="recreate_instances",
-                params={
-                    "project": ids.gce_project,
-                    "zone": ids.gce_zone,
-                    "instance_group_manager": ids.gce_mig,
-                    "instance_group_managers_recreate_instances_request_resource": {"instances": [instance]},
-                },
-            )
-        where = (
-            f"regional group {ids.gce_mig!r} ({ids.gce_mig_region})"
-            if ids.gce_mig_region
-            else (f"zonal group {ids.gce_mig!r} ({ids.gce_zone})")
-        )
-        return PlannedStep(
-            action=self.name,
-            node=node.name,
-            summary=f"recreate {ids.gce_instance} through {where}, project {ids.gce_project}",
-            reasons=node.reasons,
-            calls=(call,),
+        return Call(
+            sdk="google-cloud-compute",
+            target=ZONAL,
+            method="recreate_instances",
+            params={
+                "project": ids.gce_project,
+                "zone": ids.gce_zone,
+                "instance_group_manager": ids.gce_mig,
+                "instance_group_managers_recreate_instances_request_resource": body,
+            },
+            filled_at_run_time=refusal,
         )
 
     def _client(self, target: str) -> Any:
         from google.cloud import compute_v1  # lazy: the cloud extra
 
-        if target == REGIONAL:
-            if self._regional is None:
-                self._regional = compute_v1.RegionInstanceGroupManagersClient()
-            return self._regional
-        if self._zonal is None:
-            self._zonal = compute_v1.InstanceGroupManagersClient()
-        return self._zonal
+        if self._clients[target] is None:
+            self._clients[target] = getattr(compute_v1, target)()
+        return self._clients[target]
 
     def _execute(self, step: PlannedStep, done: list[CallOutcome]) -> str:
+        get, recreate = step.calls
+        self._check_judged(get, done)
+        return self._recreate(recreate, done)
+
+    def _check_judged(self, get: Call, done: list[CallOutcome]) -> None:
+        live = self._client(INSTANCES).get(**get.params)
+        judged = get.scope["judged_id"]
+        if live.id != int(judged):
+            raise StepFailed(
+                f"refused, nothing recreated: instance {get.params['instance']!r} ({get.params['zone']}) "
+                f"is now id {live.id}, not {judged}, the machine the gate judged: it has been recreated "
+                "since (an earlier run, the group's autohealing). Burn in the new VM before acting on it"
+            )
+        done.append(CallOutcome(get, f"id {live.id}: the machine judged"))
+
+    def _recreate(self, call: Call, done: list[CallOutcome]) -> str:
         from google.cloud import compute_v1
 
-        (call,) = step.calls
         kwargs = dict(call.params)
         # The request body travels as plain data in the plan; the SDK wants its message type.
         if call.target == REGIONAL:
@@ -120,4 +166,6 @@ class GcpRecreate(Action):
         from google.api_core.exceptions import GoogleAPIError
         from google.auth.exceptions import GoogleAuthError
 
-        return (GoogleAPIError, GoogleAuthError, TimeoutError)
+        # The REST transport lets requests' own errors through unwrapped: ConnectionError and
+        # Timeout are OSErrors (RequestException is one), as is the TimeoutError of result().
+        return (GoogleAPIError, GoogleAuthError, OSError)

@@ -7,6 +7,10 @@ it ends up in `sinfo -R`, emails and scripts that parse them: whitespace runs be
 character outside letters, digits and ` _.,:;=!<>/()%+#@[]-` (quotes, backslashes, `$`, backticks,
 shell operators, control and non-ASCII characters) becomes `_`; it is cut to `reason_max` chars.
 Running jobs finish; Slurm schedules nothing new on the node until an admin resumes it.
+
+slurmctld reads `NodeName=` as a node list: `ALL` (any case) or a NodeSet name drains many nodes.
+So `ALL` is refused at plan time, and each step first runs `scontrol -o show node <name>` and drains
+only when it prints exactly one node, named exactly `<name>`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import re
 import subprocess
 from collections.abc import Sequence
 
-from validation.actions.base import Action
+from validation.actions.base import Action, id_problem
 from validation.actions.model import (
     ActionConfigError,
     Call,
@@ -28,6 +32,8 @@ from validation.actions.model import (
 PREFIX = "fleetforge: "
 _UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;=!<>/()%+#@\[\]-]")
 _SPACE = re.compile(r"\s+")
+# The first field of each line of `scontrol -o show node` (one line per node).
+_NODE_NAME = re.compile(r"NodeName=(\S+)")
 
 
 def slurm_reason(reasons: Sequence[str], max_len: int = 200) -> str:
@@ -54,34 +60,70 @@ class SlurmDrain(Action):
         self.reason_max = reason_max
         self.timeout_s = timeout_s
 
+    def node_problems(self, node: RejectedNode) -> list[tuple[str, str, str]]:
+        problems = super().node_problems(node)
+        name = node.ids.slurm_node_name
+        if id_problem(node, "slurm_node_name") is None and str(name).upper() == "ALL":
+            why = f"{name!r} is Slurm's name for every node: scontrol would drain the whole cluster"
+            problems.append((node.name, "slurm_node_name", why))
+        return problems
+
     def _plan_node(self, node: RejectedNode) -> PlannedStep:
+        name = node.ids.slurm_node_name
         reason = slurm_reason(node.reasons, self.reason_max)
-        argv = [
-            self.scontrol,
-            "update",
-            f"NodeName={node.ids.slurm_node_name}",
-            "State=DRAIN",
-            f"Reason={reason}",
-        ]
+        show = [self.scontrol, "-o", "show", "node", str(name)]
+        drain = [self.scontrol, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}"]
         return PlannedStep(
             action=self.name,
             node=node.name,
-            summary=f"drain Slurm node {node.ids.slurm_node_name}",
+            summary=f"drain Slurm node {name}, once scontrol shows it is that one node",
             reasons=node.reasons,
-            calls=(Call("exec", self.scontrol, "run", {"argv": argv}),),
+            calls=(
+                Call("exec", self.scontrol, "run", {"argv": show}),
+                Call("exec", self.scontrol, "run", {"argv": drain}),
+            ),
         )
 
     def _execute(self, step: PlannedStep, done: list[CallOutcome]) -> str:
-        (call,) = step.calls
+        show, drain = step.calls
+        name = show.params["argv"][-1]
+        lines = [line for line in self._run(show, "scontrol show node").splitlines() if line.strip()]
+        first = _NODE_NAME.match(lines[0]) if len(lines) == 1 else None
+        if first is None or first.group(1) != name:
+            raise StepFailed(
+                f"refused, nothing drained: scontrol show node {name} printed {_firsts(lines)}, "
+                f"not the one line NodeName={name}"
+            )
+        done.append(CallOutcome(show, f"one node: {name}"))
+        self._run(drain, "scontrol update")
+        done.append(CallOutcome(drain, "exit 0"))
+        return "drained"
+
+    def _run(self, call: Call, what: str) -> str:
+        """The command's output; StepFailed naming `what` when it exits non-zero."""
+        # errors="replace": a node's Reason, set by anyone, may hold bytes that are not UTF-8.
         proc = subprocess.run(
-            call.params["argv"], capture_output=True, text=True, timeout=self.timeout_s, check=False
+            call.params["argv"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=self.timeout_s,
+            check=False,
         )
         if proc.returncode != 0:
             said = (proc.stderr or proc.stdout).strip() or "no output"
-            raise StepFailed(f"scontrol exited {proc.returncode}: {said}")
-        done.append(CallOutcome(call, "exit 0"))
-        return "drained"
+            raise StepFailed(f"{what} exited {proc.returncode}: {said}")
+        return proc.stdout
 
     def _failures(self) -> tuple[type[BaseException], ...]:
         # OSError: scontrol not found or not executable; TimeoutExpired: slurmctld not answering.
         return (OSError, subprocess.TimeoutExpired)
+
+
+def _firsts(lines: Sequence[str], most: int = 5) -> str:
+    """What came back, short: the first field of each line (NodeName=...), at most `most` of them."""
+    if not lines:
+        return "nothing"
+    shown = ", ".join(line.split(None, 1)[0] for line in lines[:most])
+    more = f" and {len(lines) - most} more" if len(lines) > most else ""
+    return f"{len(lines)} line(s): {shown}{more}"
