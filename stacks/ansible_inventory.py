@@ -521,9 +521,11 @@ def lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
         "lustre_client_mgs_nids": nids,
         "lustre_client_fsname": match.group("fsname"),
         "lustre_client_mount_point": storage.get("mount_point") or "/lustre",
-        # Managed Lustre is reached over TCP from the VPC; the vendor's repository is configured
-        # on the image, not by the role.
-        "lustre_client_lnet_networks": "tcp0(eth0)",
+        # Managed Lustre is reached over TCP from the VPC, through the interface of the node's
+        # default route: which one that is (ens5, ens4, enp0s12; one of several NICs) is the node's
+        # to say, so the network names none and roles/lustre_client fills it in from the node's
+        # facts. The vendor's repository is configured on the image, not by the role.
+        "lustre_client_lnet_networks": "tcp0",
         "lustre_client_manage_repo": False,
     }
 

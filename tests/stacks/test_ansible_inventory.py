@@ -18,7 +18,14 @@ from fleet import ansible_yaml
 from fleet.spec import FleetSpec, load_spec
 from fleetforge import exitcodes
 from fleetforge.cli import main
-from stacks.ansible_inventory import GROUPS, InventoryConfigError, from_spec, from_stack_outputs, render
+from stacks.ansible_inventory import (
+    GROUPS,
+    InventoryConfigError,
+    from_spec,
+    from_stack_outputs,
+    lustre_from_outputs,
+    render,
+)
 from tests.conftest import BIN, EXAMPLES, ROOT
 from tests.hostile.conftest import Canary
 from tests.hostile.helpers import ansible_hostvars, plain
@@ -155,6 +162,15 @@ def test_every_group_is_written_even_when_empty() -> None:
     assert set(GROUPS) <= set(doc["all"]["children"])
 
 
+@pytest.mark.parametrize("kind", ["fsx-lustre", "managed-lustre", "amlfs"])
+def test_managed_lustre_leaves_the_lnet_interface_to_the_node(kind: str) -> None:
+    """Managed Lustre is reached through the node's default route, whose interface only the node
+    knows (ens5 on the DLAMI, ens4 or enp0s12 on GCP's images, nic0 of an A3 Mega's ten): the
+    inventory names none, and roles/lustre_client fills it in from the node's facts."""
+    values = lustre_from_outputs({"kind": kind, "mount_source": "10.9.0.2@tcp:/lfs"})
+    assert values is not None and values["lustre_client_lnet_networks"] == "tcp0"
+
+
 def test_stack_outputs_become_an_aws_ec2_plugin_config(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -191,6 +207,8 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
     assert doc["compose"]["burnin_fabric_environment"] == efa and doc["compose"]["nccl_environment"] == efa
     assert doc["compose"]["lustre_client_mgs_nids"] == "['fs-0abc.fsx.us-east-2.amazonaws.com@tcp']"
     assert doc["compose"]["lustre_client_fsname"] == "'x7yz'"
+    # No interface: the node's default route names it (roles/lustre_client), the DLAMI has no eth0.
+    assert doc["compose"]["lustre_client_lnet_networks"] == "'tcp0'"
     # Every key we write is an option the installed plugin documents.
     docs = subprocess.run(
         [str(BIN / "ansible-doc"), "-t", "inventory", "amazon.aws.aws_ec2", "--json"],
@@ -517,6 +535,7 @@ def test_gcp_outputs_become_a_gcp_compute_config_whose_hosts_carry_the_recreate_
     assert ids.gce_instance_id != ids_from_hostvars(hosts["a3mega-q9z8"]["vars"]).gce_instance_id
     assert hostvars["ansible_host"] == "10.0.0.7"
     assert hostvars["lustre_client_mgs_nids"] == ["10.9.0.2@tcp"]
+    assert hostvars["lustre_client_lnet_networks"] == "tcp0"  # the role takes the default route's NIC
     # GPUDirect-TCPXO through the real plugin: its plugin's library first on the loader's path, the
     # fabric-wide variable, and the vendor's profile script for what is the node's own.
     assert hostvars["nccl_fabric"] == "gpudirect-tcpxo"
@@ -774,6 +793,7 @@ def test_azure_outputs_become_an_azure_rm_config_whose_hosts_carry_the_replace_i
     assert (
         hostvars["lustre_client_mgs_nids"] == ["10.9.0.4@tcp"]
         and hostvars["lustre_client_fsname"] == "lustrefs"
+        and hostvars["lustre_client_lnet_networks"] == "tcp0"
     )
     ids = ids_from_hostvars(hostvars, host="ndh100-ib1_17")
     assert (
