@@ -4,6 +4,9 @@ subnet, one NSG, and a NAT gateway for egress.
 - Nodes get no public IP: their scale sets carry no public IP configuration, and the subnet turns
   off Azure's default outbound access, so egress goes through the NAT gateway only. The NAT
   gateway's own Standard public address is the fleet's single way out, never a way in.
+- The Managed Lustre subnet takes the same NAT gateway (and no default outbound access either):
+  the file system must reach Azure cloud services (the AzureCloud service tag) from its subnet,
+  and without a way out its creation and management traffic fail.
 - The NSG allows SSH only from the spec's `network.ssh_cidr` (no rule at all without one),
   allows the VNet to itself (Lustre on 988, MPI bootstrap), and denies every other inbound flow
   from the internet explicitly, above Azure's default rules, so a later rule cannot open it by
@@ -113,6 +116,12 @@ def networks(ctx: Context, with_lustre: bool) -> Networks:
                 virtual_network_name=vnet.name,
                 address_prefix=str(lustre_range),
                 network_security_group=network.NetworkSecurityGroupArgs(id=nsg.id),
+                # AMLFS needs outbound access to the AzureCloud service tag from within its subnet
+                # (https://learn.microsoft.com/en-us/azure/azure-managed-lustre/amlfs-prerequisites,
+                # "Subnet access and permissions"). The NAT gateway gives it that way out and takes
+                # no unsolicited inbound flow
+                # (https://learn.microsoft.com/en-us/azure/nat-gateway/nat-overview).
+                nat_gateway=network.SubResourceArgs(id=nat.id),
                 default_outbound_access=False,
             ),
             # Two subnets of one VNet cannot be written at the same time.

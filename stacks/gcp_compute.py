@@ -10,14 +10,16 @@ replacing a rejected node is the group's job (`recreateInstances` keeps its name
   read at deploy time with `compute.get_image` and pinned into the template by its self link, so
   a replacement node boots what the fleet was burnt in on; an image change is an explicit
   `pulumi up` with a visible diff. The family is never put in the template itself.
-- GPU VMs cannot live-migrate: `on_host_maintenance = TERMINATE`, no automatic restart for spot
-  and flex-start VMs (the group recreates them).
+- GPU VMs cannot live-migrate: `on_host_maintenance = TERMINATE`, no automatic restart for spot,
+  flex-start and reservation-bound VMs (the group recreates them).
 - Shielded VM (secure boot, vTPM, integrity monitoring): the accelerator images' drivers are signed.
 - Boot disk: Hyperdisk Balanced (the disk A3 Ultra and A4 take, and A3 High/Mega accept), encrypted
   with the fleet's KMS key when the spec gives one, once the Compute Engine service agent may use
   it (stacks.gcp_keys).
 - NICs one per catalog slot (stacks.gcp_layout), no access config anywhere: no external IPs.
-- Capacity: a named reservation by specific affinity; spot as SPOT with DELETE on preemption;
+- Capacity: a named reservation by specific affinity, which A3 Ultra and A4 (the catalog's
+  `reservation-block` SKUs) consume as RESERVATION_BOUND VMs deleted at the reservation's end, and
+  other SKUs as STANDARD VMs; spot as SPOT with DELETE on preemption;
   queued as Dynamic Workload Scheduler flex-start: FLEX_START VMs, no reservation, a group created
   empty and one resize request for the whole fleet, which GCP fulfils all at once or not at all.
 - Placement: a compact placement policy when the catalog says the SKU uses one and the capacity is
@@ -27,6 +29,7 @@ replacing a rejected node is the group's job (`recreateInstances` keeps its name
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import pulumi
@@ -51,6 +54,11 @@ NODE_SCOPES = (
     "https://www.googleapis.com/auth/monitoring.write",
 )
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The catalog's placement for SKUs whose reserved capacity comes in reservation blocks (A3 Ultra, A4).
+RESERVATION_BLOCK = "reservation-block"
+ACCOUNT_ID_MAX = 30  # IAM's limit on a service account id
+ACCOUNT_SUFFIX = "-nodes"
+ACCOUNT_DIGEST = 8  # hex characters of the fleet name's SHA-256 in a long name's id
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,20 @@ class Compute:
 
 
 def account_id(fleet: str) -> str:
-    """A service account id: 6 to 30 characters, a letter first, no trailing dash."""
-    return f"{fleet[:24].rstrip('-')}-nodes"[:30]
+    """The nodes' service account id, unique per fleet name.
+
+    IAM takes 6 to 30 characters matching `[a-z]([-a-z0-9]*[a-z0-9])` and answers 409 for an id
+    the project already holds
+    (https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/create). A fleet
+    name (1 to 40 characters, fleet.spec) of up to 24 keeps `<name>-nodes`, the id it has always
+    had, so an existing fleet's account is not replaced. A longer name is cut to 21 characters and
+    given 8 hex characters of its full name's SHA-256, so two fleets sharing a prefix get two
+    accounts. The two forms never meet: one ends in `-nodes`, the other in hex digits.
+    """
+    if len(fleet) <= ACCOUNT_ID_MAX - len(ACCOUNT_SUFFIX):
+        return f"{fleet}{ACCOUNT_SUFFIX}"
+    digest = hashlib.sha256(fleet.encode()).hexdigest()[:ACCOUNT_DIGEST]
+    return f"{fleet[: ACCOUNT_ID_MAX - ACCOUNT_DIGEST - 1].rstrip('-')}-{digest}"
 
 
 def identity(ctx: Context) -> Identity:
@@ -223,6 +243,19 @@ def _scheduling(ctx: Context) -> gcp.compute.InstanceTemplateSchedulingArgs:
     if capacity == "queued":
         return gcp.compute.InstanceTemplateSchedulingArgs(
             provisioning_model="FLEX_START",
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action="DELETE",
+        )
+    if capacity == "reservation" and ctx.args.sku.placement.strategy == RESERVATION_BLOCK:
+        # A3 Ultra and A4 capacity is reserved by a future reservation in calendar mode or in AI
+        # Hypercomputer, and VMs consume it with the reservation-bound provisioning model: they
+        # target the reservation specifically (_reservation) and Compute Engine stops or deletes
+        # them, by their termination action, when the reservation period ends
+        # (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms). DELETE,
+        # as for spot and flex-start nodes: a stopped node would keep its boot disk billed.
+        return gcp.compute.InstanceTemplateSchedulingArgs(
+            provisioning_model="RESERVATION_BOUND",
             automatic_restart=False,
             on_host_maintenance="TERMINATE",
             instance_termination_action="DELETE",

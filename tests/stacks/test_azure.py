@@ -225,7 +225,14 @@ def test_egress_is_the_nat_gateway_and_its_address_is_the_only_public_ip() -> No
     nodes = one(plan, AZ_SUBNET, "nodes-subnet").inputs
     assert nodes["natGateway"] == {"id": nat.id}
     assert nodes["defaultOutboundAccess"] is False
-    assert one(plan, AZ_SUBNET, "lustre-subnet").inputs["defaultOutboundAccess"] is False
+    # Managed Lustre must reach Azure cloud services (the AzureCloud service tag) from its subnet
+    # (https://learn.microsoft.com/en-us/azure/azure-managed-lustre/amlfs-prerequisites, "Subnet
+    # access and permissions"): its subnet goes out through the same NAT gateway, which takes no
+    # inbound flow, and Azure's default outbound access stays off there too.
+    lustre = one(plan, AZ_SUBNET, "lustre-subnet").inputs
+    assert lustre["natGateway"] == {"id": nat.id}
+    assert lustre["defaultOutboundAccess"] is False
+    assert lustre["networkSecurityGroup"] == nodes["networkSecurityGroup"]  # the NSG denying the internet
 
 
 def test_amlfs_takes_the_spec_tier_capacity_zone_subnet_and_a_maintenance_window() -> None:

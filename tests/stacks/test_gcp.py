@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from typing import Any
 
 import pulumi
@@ -15,7 +16,7 @@ from fleet.spec import SpecError, spec_from_mapping
 from fleetforge.plan import Plan
 from policy.rules import Resource, check
 from stacks.gcp import GcpFleet, GcpFleetArgs
-from stacks.gcp_compute import NODE_SCOPES
+from stacks.gcp_compute import NODE_SCOPES, account_id
 from stacks.gcp_layout import IAP_RANGE, TPU_RUNTIME_VERSIONS
 from stacks.gcp_storage import CHECKPOINT_PREFIX
 from stacks.gcp_tpu import DEFAULT_ACCOUNT_WARNING
@@ -134,9 +135,79 @@ def test_one_group_of_nodes_plus_spares_on_the_named_reservation(sku: str) -> No
         "type": "SPECIFIC_RESERVATION",
         "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["a3mega-res-1"]},
     }
-    assert tmpl.inputs["scheduling"]["provisioningModel"] == "STANDARD"
     assert of_type(plan, POLICY) == [] and of_type(plan, RESIZE) == []
     assert plan.outputs["fabric"]["placement"] == {"strategy": "reservation", "name": "a3mega-res-1"}
+
+
+@pytest.mark.parametrize(
+    ("sku", "bound"),
+    [(s, get_sku(s).placement.strategy == "reservation-block") for s in GCP_GPU_SKUS],
+)
+def test_a_reservation_block_sku_consumes_its_reservation_as_reservation_bound_vms(
+    sku: str, bound: bool
+) -> None:
+    # A3 Ultra and A4 reservations come from future reservations in calendar mode or AI
+    # Hypercomputer, which VMs consume with the reservation-bound provisioning model and a
+    # termination action for the reservation's end
+    # (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms); other SKUs'
+    # reservations are consumed by STANDARD VMs.
+    sched = one(plan_of(gcp_doc(sku=sku)), TEMPLATE).inputs["scheduling"]  # a named reservation
+    if bound:
+        assert sched == {
+            "provisioningModel": "RESERVATION_BOUND",
+            "automaticRestart": False,
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+        }
+    else:
+        assert sched == {
+            "provisioningModel": "STANDARD",
+            "automaticRestart": True,
+            "onHostMaintenance": "TERMINATE",
+        }
+    # Without a reservation the same SKU runs STANDARD VMs.
+    on_demand = one(plan_of(gcp_doc(sku=sku, capacity={"type": "on-demand"})), TEMPLATE).inputs["scheduling"]
+    assert on_demand["provisioningModel"] == "STANDARD" and "instanceTerminationAction" not in on_demand
+
+
+# IAM's service account id grammar, 6 to 30 characters
+# (https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/create).
+ACCOUNT_ID = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])")
+FLEET_NAMES = [
+    "a",
+    "a3mega-finetune",
+    "a3mega-finetune-us-central1",  # 27
+    "x" * 24,
+    "x" * 23 + "y",
+    "x" * 25,
+    "x" * 24 + "y",
+    "llm-pretrain-a3mega-east1-prod",
+    "llm-pretrain-a3mega-east1-dev",
+    "llm-pretrain-a3mega--x-dev",  # dashes where the long form cuts
+    "llm-pretrain-a3mega-------x",
+    "a" * 39 + "b",
+    "a" * 39 + "c",
+    "a" * 40,
+]
+
+
+def test_each_fleet_name_gets_its_own_valid_service_account_id() -> None:
+    ids = {name: account_id(name) for name in FLEET_NAMES}
+    for name, found in ids.items():
+        assert 6 <= len(found) <= 30 and ACCOUNT_ID.fullmatch(found), (name, found)
+        if len(name) <= 24:  # the id such a fleet has always had: its account is not replaced
+            assert found == f"{name}-nodes"
+        else:  # never an id a short name could have: that always ends in -nodes
+            assert not found.endswith("-nodes") and found.startswith(name[:15])
+    assert len(set(ids.values())) == len(ids)
+
+
+def test_two_fleets_sharing_a_24_character_prefix_deploy_two_service_accounts() -> None:
+    # GCP answers 409 to the second fleet's `pulumi up` when both ask for one account id.
+    names = ("llm-pretrain-a3mega-east1-prod", "llm-pretrain-a3mega-east1-dev")
+    accounts = [one(plan_of(gcp_doc(name=n)), "gcp:serviceaccount/account:Account").inputs for n in names]
+    assert accounts[0]["accountId"] != accounts[1]["accountId"]
+    assert [a["displayName"] for a in accounts] == [f"fleetforge {n} nodes" for n in names]
 
 
 # --------------------------------------------------------------------------- capacity variants
