@@ -38,6 +38,9 @@ class Check(ABC):
     # Sizes (whole numbers) a check takes when the spec gives them, each with the smallest allowed.
     # Unset, the backend sizes them to the device: a GPU's copy buffer follows its memory.
     size_params: ClassVar[Mapping[str, int]] = {}
+    # A check that reads what the checks before it left behind (errors their load raised): on
+    # --resume it runs again whenever any other check of the run does.
+    reads_the_run: ClassVar[bool] = False
 
     def applies_to(self, sku: Sku) -> str | None:
         """None when the check applies to this SKU, else why it is skipped."""

@@ -225,6 +225,12 @@ def _run_locked(
     if run is not None:
         run_id, planned = run.run_id, list(run.checks)
         todo = [n for n in planned if n not in kept_records and (only is None or n in only)]
+        if any(not registry.get(n).reads_the_run for n in todo):
+            # What the rerun checks load onto the node is read again by the checks that close the run.
+            closing = [n for n in planned if registry.get(n).reads_the_run and n not in todo]
+            for name in closing:
+                kept_records.pop(name, None)
+            todo = [n for n in planned if n in todo or n in closing]
         if only is not None and set(only) - set(planned):
             raise RunError(
                 f"--only {sorted(set(only) - set(planned))}: not part of run {run_id} ({', '.join(planned)})"

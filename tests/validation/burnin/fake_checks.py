@@ -144,3 +144,12 @@ class Flaky(_Measures):
             marker.write_text("failed once")
             raise OSError("device busy")
         return _measure()
+
+
+@TEST_REGISTRY.register
+class Closing(_Measures):
+    """Reads what the checks before it left behind, as health_after_load does."""
+
+    name = "closing"
+    order = 50
+    reads_the_run = True

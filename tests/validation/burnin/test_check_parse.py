@@ -48,6 +48,41 @@ def test_health_good_h100_node_passes_with_every_health_metric() -> None:
     assert len(out.per_device["temperature_max_c"]) == 8
 
 
+def test_a_pcie_link_narrow_or_slow_at_idle_is_noted_not_judged() -> None:
+    # GPUs narrow the link and drop its generation when idle to save power: read without load (the
+    # fallback when PyTorch cannot start), neither is a fault.
+    raw = fixture_json("nvml/health_pcie_downtrained.json")
+    for device in raw["devices"]:
+        if device.get("pcie"):
+            device["pcie"]["under_load"] = False
+    out = parse("health", raw)
+    assert out.metrics["pcie_degraded_links"] == 0 and out.status == "pass", out.findings
+    assert any(
+        "GPU 2: PCIe link x8 at idle (maximum x16); not judged without load" in f for f in out.findings
+    )
+
+
+def test_health_is_read_again_after_the_load_checks_and_judged_the_same_way() -> None:
+
+    order = [c.name for c in REGISTRY.for_level("standard")]
+    loads = ("compute", "memory", "host_device", "collectives", "stress", "efficiency", "dcgm_diag")
+    assert order[-1] == "health_after_load" and all(
+        order.index(n) < order.index("health_after_load") for n in loads
+    )
+    for level in ("quick", "standard", "extended"):
+        assert "health_after_load" in [c.name for c in REGISTRY.for_level(level)]
+    assert REGISTRY.get("health_after_load").reads_the_run and not REGISTRY.get("health").reads_the_run
+    # An uncorrectable ECC error the load raised fails the node from the closing read.
+    out = parse("health_after_load", fixture_json("nvml/health_ecc_uncorrectable.json"))
+    assert out.status == "fail" and out.metrics["ecc_uncorrectable"] == 2
+    hot = fixture_json("nvml/health_ecc_uncorrectable.json")
+    hot["devices"][0].update(temp_c=90, slowdown_temp_c=87)
+    assert any(
+        "90 C after the load checks, at or above" in f for f in parse("health_after_load", hot).findings
+    )
+    assert any("90 C at idle, at or above" in f for f in parse("health", hot).findings)
+
+
 @pytest.mark.parametrize(
     ("fixture", "metric", "value", "finding"),
     [
@@ -55,7 +90,7 @@ def test_health_good_h100_node_passes_with_every_health_metric() -> None:
         ("health_remapped_rows", "remapped_rows_pending", 1, "GPU 1: row remapping pending"),
         ("health_remapped_rows", "remapped_rows_failed", 1, "GPU 6: row remapping failed"),
         ("health_retired_pages_pending", "remapped_rows_pending", 1, "GPU 0: retired pages pending"),
-        ("health_pcie_downtrained", "pcie_degraded_links", 2, "GPU 2: PCIe link x8, maximum x16"),
+        ("health_pcie_downtrained", "pcie_degraded_links", 2, "GPU 2: PCIe link x8 under load, maximum x16"),
         ("health_pcie_downtrained", "pcie_degraded_links", 2, "GPU 5: PCIe gen 3 under load, maximum gen 5"),
         ("health_nvlink_down", "nvlink_down_links", 2, "GPU 4: NVLink 7 is down"),
     ],

@@ -147,6 +147,7 @@ def test_product_levels_cover_every_check_with_timeouts() -> None:
         "storage",
         "stress",
         "efficiency",
+        "health_after_load",
     ]
     for level in ("standard", "extended"):
         assert [c.name for c in REGISTRY.for_level(level)] == names

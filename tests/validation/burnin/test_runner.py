@@ -164,6 +164,20 @@ def test_resume_reruns_errors_and_keeps_the_rest(tmp_path: Path) -> None:
     assert [c.check for c in on_disk.checks] == ["ok", "flaky", "ok2", "flaky"]  # readers take the last
 
 
+def test_resume_reads_the_run_again_after_any_check_it_reruns(tmp_path: Path) -> None:
+    # health_after_load reads what the load checks raised: a rerun check's load is read again too.
+    marker = tmp_path / "flaky.marker"
+    options = {"flaky": {"marker": str(marker)}}
+    first = run_burnin(opts(tmp_path, ["ok", "flaky", "closing"], options=options))
+    assert first.final["flaky"].status == "error" and first.final["closing"].status == "pass"
+    second = run_burnin(opts(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
+    assert second.kept == ["ok"]
+    assert [r.record.check for r in second.runs] == ["flaky", "closing"]
+    # Nothing left to rerun: the closing check's record stands.
+    third = run_burnin(opts(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
+    assert third.runs == [] and sorted(third.kept) == ["closing", "flaky", "ok"]
+
+
 def test_resume_reruns_what_was_measured_under_other_settings(tmp_path: Path) -> None:
     first = run_burnin(opts(tmp_path, ["ok", "ok2"], options={"ok2": {"note": "a"}}))
     same = {"options": {"ok2": {"note": "a"}}}

@@ -1,6 +1,13 @@
 """health: ECC, remapped rows / retired pages, XIDs and machine checks in the kernel log, PCIe
 link generation and width, NVLink state, temperatures.
 
+It runs twice: first (`health`), before any load, so a broken node fails fast; and last
+(`health_after_load`), after the compute, memory, collectives and stress checks, to read what
+their load raised. An uncorrectable ECC error, a pending row remap or an XID the load caused leaves
+the GPU still running work ("a pending remapping won't affect future work on the GPU", NVML's
+nvmlDeviceGetRemappedRows), so only a second read finds it. Both judge the same way; counts only
+grow, and the gate keeps the worse of two figures of one metric.
+
 Raw shape (every backend): {"devices": [per-device NVML facts], "kernel_log": {...},
 "edac": {...}, "thermal": [...]}. Per-device facts a backend cannot read are None and are
 simply not judged; the kernel log is mandatory on accelerator nodes (XIDs cannot be ruled out
@@ -34,6 +41,7 @@ class Health(Check):
     description = "ECC, remapped rows, XIDs / machine checks, PCIe links, NVLink, temperatures"
     order = 20
     timeouts = {"quick": 90.0, "standard": 90.0, "extended": 180.0}
+    when = "at idle"
 
     def collect(self, backend: Backend, ctx: CheckContext) -> Raw:
         return backend.health()
@@ -45,10 +53,19 @@ class Health(Check):
         per_device: dict[str, list[float]] = {}
         devices: list[dict[str, Any]] = raw.get("devices") or []
         if devices:
-            _devices(ctx, devices, metrics, per_device, faults, notes)
+            _devices(ctx, devices, metrics, per_device, faults, notes, self.when)
         _kernel_log(ctx, raw.get("kernel_log") or {}, devices, metrics, faults, notes)
         _host(raw, metrics, faults, notes)
         return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes)
+
+
+@register
+class HealthAfterLoad(Health):
+    name = "health_after_load"
+    description = "health read again after the load checks: what their load raised"
+    order = 110
+    when = "after the load checks"
+    reads_the_run = True
 
 
 def _devices(
@@ -58,6 +75,7 @@ def _devices(
     per_device: dict[str, list[float]],
     faults: list[str],
     notes: list[str],
+    when: str,
 ) -> None:
     sku = ctx.sku
     ecc_total = 0.0
@@ -111,7 +129,7 @@ def _devices(
             temps.append(float(temp))
             limit = d.get("slowdown_temp_c")
             if limit and temp >= limit:
-                faults.append(f"{who}: {temp:g} C at idle, at or above its slowdown temperature {limit:g} C")
+                faults.append(f"{who}: {temp:g} C {when}, at or above its slowdown temperature {limit:g} C")
     if ecc_read:
         metrics["ecc_uncorrectable"] = ecc_total
     if any(d.get("remapped_rows") is not None or d.get("retired_pages_pending") is not None for d in devices):
@@ -132,16 +150,20 @@ def _pcie(who: str, link: dict[str, Any] | None, faults: list[str], notes: list[
     if not link:
         return 0
     bad = False
+    # GPUs narrow the link and drop its generation when idle to save power ("may be reduced when the
+    # GPU is not in use", nvidia-smi --help-query-gpu on pcie.link.width.current): only a link that
+    # stays narrow or slow while the device is busy is downtrained.
     width, max_width = link.get("cur_width"), link.get("max_width")
     if width and max_width and width < max_width:
-        faults.append(f"{who}: PCIe link x{width}, maximum x{max_width} (downtrained)")
-        bad = True
+        if link.get("under_load"):
+            faults.append(f"{who}: PCIe link x{width} under load, maximum x{max_width} (downtrained)")
+            bad = True
+        else:
+            notes.append(f"{who}: PCIe link x{width} at idle (maximum x{max_width}); not judged without load")
     gen, max_gen, gpu_max = link.get("cur_gen"), link.get("max_gen"), link.get("gpu_max_gen")
     if max_gen and gpu_max and max_gen < gpu_max:
         faults.append(f"{who}: the slot limits PCIe to gen {max_gen}; the device supports gen {gpu_max}")
         bad = True
-    # GPUs drop the link generation when idle to save power: only a link that stays slow while
-    # the device is busy is downtrained.
     if gen and max_gen and gen < max_gen:
         if link.get("under_load"):
             faults.append(f"{who}: PCIe gen {gen} under load, maximum gen {max_gen} (downtrained)")
