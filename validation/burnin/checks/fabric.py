@@ -5,6 +5,10 @@ InfiniBand, RoCE (GCP RDMA) and EFA ports are RDMA devices under /sys/class/infi
 GPUDirect-TCPX/TCPXO NICs are gVNIC interfaces under /sys/class/net. A node passes when at least
 the SKU's NIC count is ACTIVE at the catalog's line rate; down or slow ports beyond that count
 (a storage NIC's unused second port) are noted, not failed.
+
+InfiniBand and RoCE ports are told apart by link layer, EFA ports by their device's kernel driver
+(efa), never by name: the kernel names them efa_N, but rdma-core's udev rules rename them to
+PCI-path names (rdmap115s0 for 0000:73:00.0) on AWS.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from validation.burnin.registry import Check, Raw, register
 
 # Link rates are exact (400, 200, 100 Gb/s); allow float noise from sysfs "Gb/sec" parsing.
 _RATE_SLACK = 0.99
+# The kernel driver of an EFA device: what its sysfs device/driver link resolves to.
+_EFA_DRIVER = "efa"
 
 
 @register
@@ -48,12 +54,22 @@ class Fabric(Check):
         fabric = ctx.sku.fabric
         ports, expected, label = _candidates(raw, ctx.sku)
         if not ports:
-            return error(f"no {label} found; {ctx.sku.sku} has {fabric.nics} x {fabric.gbps_per_nic:g} Gb/s")
+            return error(
+                f"no {label} found; {ctx.sku.sku} has {fabric.nics} x {fabric.gbps_per_nic:g} Gb/s"
+                + (f"; {_rdma_devices_seen(raw)}" if fabric.kind == "efa" else "")
+            )
         active = [p for p in ports if p["state"] == "ACTIVE"]
         full = [p for p in active if (p["rate_gbitps"] or 0) >= fabric.gbps_per_nic * _RATE_SLACK]
         faults: list[str] = []
         notes: list[str] = []
         problems = [_describe(p, fabric.gbps_per_nic) for p in ports if p not in full]
+        if fabric.kind == "efa":
+            # What could not be read is not a pass; say so beside a shortfall it may explain.
+            problems += [
+                f"{dev}: driver not readable, not counted as an EFA port"
+                for dev, driver in _rdma_devices(raw).items()
+                if driver is None
+            ]
         if len(full) < expected:
             faults.append(
                 f"{len(full)} of {expected} expected {label} ACTIVE at {fabric.gbps_per_nic:g} Gb/s "
@@ -103,7 +119,7 @@ def _candidates(raw: Raw, sku: Sku) -> tuple[list[dict[str, Any]], int, str]:
     ports = []
     for p in raw.get("ports") or []:
         if fabric.kind == "efa":
-            if not str(p["device"]).startswith("efa"):
+            if p.get("driver") != _EFA_DRIVER:
                 continue
         elif p.get("link_layer") != layer:
             continue
@@ -112,6 +128,24 @@ def _candidates(raw: Raw, sku: Sku) -> tuple[list[dict[str, Any]], int, str]:
         fabric.kind
     ]
     return ports, fabric.nics, label
+
+
+def _rdma_devices(raw: Raw) -> dict[str, str | None]:
+    """Each RDMA device the probe saw and its kernel driver (None: not readable)."""
+    devices: dict[str, str | None] = {}
+    for p in raw.get("ports") or []:
+        driver = p.get("driver")
+        devices.setdefault(str(p["device"]), str(driver) if driver else None)
+    return devices
+
+
+def _rdma_devices_seen(raw: Raw) -> str:
+    devices = _rdma_devices(raw)
+    if not devices:
+        return "no RDMA devices under /sys/class/infiniband"
+    drivers = ", ".join(f"{dev} (driver {driver or 'not readable'})" for dev, driver in devices.items())
+    count = f"{len(devices)} RDMA device{'s' if len(devices) != 1 else ''}"
+    return f"{count} seen, none with driver {_EFA_DRIVER}: {drivers}"
 
 
 def _describe(port: dict[str, Any], want: float) -> str:

@@ -35,6 +35,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _driver(device_dir: Path) -> str | None:
+    """The kernel driver bound to a sysfs class device's parent (`device/driver` links to
+    .../bus/pci/drivers/<name>), or None when there is no such link or it cannot be followed."""
+    link = device_dir / "device" / "driver"
+    if not link.exists():
+        return None
+    return os.path.basename(os.path.realpath(link)) or None
+
+
 def _read_number(path: Path) -> float | None:
     text = _read(path)
     try:
@@ -221,12 +230,19 @@ class HostProbe:
     # ---------------------------------------------------------------- fabric
 
     def fabric_ports(self) -> list[Raw]:
+        """Every RDMA port with its device's kernel driver: AWS nodes rename EFA devices to PCI-path
+        names (rdmap115s0), so the driver (efa), not the name, says what a device is."""
         ports = []
+        drivers: dict[Path, str | None] = {}
         for port_dir in sorted(glob.glob(str(self.sysfs / "class/infiniband/*/ports/*"))):
             p = Path(port_dir)
+            dev = p.parent.parent
+            if dev not in drivers:
+                drivers[dev] = _driver(dev)
             ports.append(
                 {
-                    "device": p.parent.parent.name,
+                    "device": dev.name,
+                    "driver": drivers[dev],  # None: not readable
                     "port": int(p.name) if p.name.isdigit() else p.name,
                     "state": ib_state(_read(p / "state") or "UNKNOWN"),
                     "phys_state": ib_state(_read(p / "phys_state") or "UNKNOWN"),
@@ -241,11 +257,7 @@ class HostProbe:
         nics = []
         for dev in sorted(glob.glob(str(self.sysfs / "class/net/*"))):
             d = Path(dev)
-            driver = (
-                os.path.basename(os.path.realpath(d / "device/driver"))
-                if (d / "device/driver").exists()
-                else ""
-            )
+            driver = _driver(d)
             if not driver:
                 continue  # virtual interfaces (lo, bridges, veth) have no device
             nics.append(
