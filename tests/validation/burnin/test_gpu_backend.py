@@ -3,6 +3,8 @@ collects parses into the right verdicts, including a GPU that computes wrong ans
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,8 @@ import pynvml
 import pytest
 
 from tests.validation.burnin.fakes import FakeNvml, FakeTorch, h100
-from tests.validation.burnin.helpers import ctx
+from tests.validation.burnin.helpers import ctx, materialize
+from validation.burnin.backends.cpu import CpuBackend
 from validation.burnin.backends.gpu import GpuBackend
 from validation.burnin.checks import REGISTRY
 from validation.burnin.probes.nvml import Nvml, cuda_version
@@ -180,3 +183,166 @@ def test_one_gpu_left_on_a_multi_gpu_sku_is_no_reason_to_skip_the_all_reduce() -
     b = GpuBackend(ctx("hgx-h100-8"), nvml=FakeNvml([h100(0)]), torch=FakeTorch(devices=1))
     with pytest.raises(RuntimeError, match=r"NVML lists 1 GPU\(s\) on a SKU with 8"):
         b.allreduce(None, 1)
+
+
+# ---------------------------------------------------------------- the real pynvml on old drivers
+
+
+class StandInLibNvml:
+    """Stands in for libnvidia-ml.so.1 under the real pynvml: the C functions pynvml looks up by
+    name, answering through their ctypes out-parameters. A driver's library lacks the symbols it
+    predates, so pynvml's own lookup raises FUNCTION_NOT_FOUND for them."""
+
+    def __init__(self, masks: list[int], event_reasons: bool) -> None:
+        self.masks = masks
+        self.calls: list[str] = []
+        self.missing: list[str] = []
+        functions: dict[str, Callable[..., int]] = {
+            "nvmlInitWithFlags": lambda flags: 0,
+            "nvmlShutdown": lambda: 0,
+            "nvmlDeviceGetCount_v2": lambda out: self._put(out, len(masks)),
+            "nvmlDeviceGetHandleByIndex_v2": self._handle,
+            "nvmlDeviceGetClockInfo": lambda h, kind, out: self._put(out, 1755),
+            "nvmlDeviceGetMaxClockInfo": lambda h, kind, out: self._put(out, 1980),
+            "nvmlDeviceGetTemperature": lambda h, sensor, out: self._put(out, 61),
+            "nvmlDeviceGetPowerUsage": lambda h, out: self._put(out, 690_000),
+            "nvmlDeviceGetTotalEnergyConsumption": lambda h, out: self._put(out, 5_000_000),
+            "nvmlDeviceGetCurrPcieLinkGeneration": lambda h, out: self._put(out, 5),
+            # R470-R525 export this name only; R535 added ...EventReasons (same bits) beside it.
+            "nvmlDeviceGetCurrentClocksThrottleReasons": self._reasons,
+        }
+        if event_reasons:
+            functions["nvmlDeviceGetCurrentClocksEventReasons"] = self._reasons
+        for name, fn in functions.items():
+            setattr(self, name, self._logged(name, fn))
+
+    def __getattr__(self, name: str) -> Any:  # only reached for symbols this library lacks
+        self.missing.append(name)
+        raise AttributeError(name)
+
+    def _logged(self, name: str, fn: Callable[..., int]) -> Callable[..., int]:
+        def call(*args: Any) -> int:
+            self.calls.append(name)
+            return fn(*args)
+
+        return call
+
+    @staticmethod
+    def _put(ref: Any, value: int) -> int:
+        ref._obj.value = value  # byref(c_uint()) -> the c_uint
+        return pynvml.NVML_SUCCESS
+
+    def _handle(self, index: ctypes.c_uint, ref: Any) -> int:
+        ctypes.c_void_p.from_buffer(ref._obj).value = index.value + 1
+        return pynvml.NVML_SUCCESS
+
+    def _reasons(self, handle: Any, ref: Any) -> int:
+        index = int(ctypes.cast(handle, ctypes.c_void_p).value or 0) - 1
+        return self._put(ref, self.masks[index])
+
+
+@pytest.fixture
+def libnvml(monkeypatch: pytest.MonkeyPatch) -> Callable[..., StandInLibNvml]:
+    """Load the stand-in as the real pynvml's library (pynvml loads none while one is set)."""
+
+    def load(masks: list[int], event_reasons: bool) -> StandInLibNvml:
+        lib = StandInLibNvml(masks, event_reasons)
+        monkeypatch.setattr(pynvml, "nvmlLib", lib)
+        monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
+        monkeypatch.setattr(pynvml, "_nvmlLib_refcount", 0)
+        return lib
+
+    return load
+
+
+def test_r525_driver_throttle_reasons_come_from_the_old_name(
+    libnvml: Callable[..., StandInLibNvml],
+) -> None:
+    lib = libnvml([0x4, 0x40 | 0x4], event_reasons=False)
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):  # what the new name does on R525
+        pynvml.nvmlDeviceGetCurrentClocksEventReasons(None)
+    lib.missing.clear()
+    nvml = Nvml(pynvml)
+    samples = [nvml.sample() for _ in range(10)]
+    nvml.close()
+    for devices in samples:
+        assert [d["nvml_errors"] for d in devices] == [[], []]
+        assert [d["throttle_mask"] for d in devices] == [0x4, 0x44]
+        assert devices[0]["clock_mhz"] == 1755 and devices[0]["power_w"] == 690.0
+    # The new name is tried once; every later sample goes straight to the old one.
+    assert lib.missing == ["nvmlDeviceGetCurrentClocksEventReasons"]
+    assert lib.calls.count("nvmlDeviceGetCurrentClocksThrottleReasons") == 20
+    # ...so stress judges the throttling instead of failing every GPU on NVML errors.
+    raw = {
+        "interval_s": 1.0,
+        "seconds": 10.0,
+        "samples": [{"t": float(t), "devices": d} for t, d in enumerate(samples)],
+        "work": [
+            {"device": i, "flops": 1e15, "seconds": 10.0, "windows_tflops": [700.0] * 10} for i in range(2)
+        ],
+        "power_source": "nvml",
+        "power_unavailable": None,
+    }
+    out = parse("stress", raw)
+    assert not [f for f in out.findings if "NVML" in f], out.findings
+    assert out.reason is not None and out.reason.startswith("GPU 1: hw_thermal_slowdown for"), out.findings
+
+
+def test_r535_driver_throttle_reasons_come_from_the_new_name(
+    libnvml: Callable[..., StandInLibNvml],
+) -> None:
+    lib = libnvml([0x8], event_reasons=True)
+    nvml = Nvml(pynvml)
+    assert [nvml.sample()[0]["throttle_mask"] for _ in range(3)] == [0x8] * 3
+    nvml.close()
+    assert lib.calls.count("nvmlDeviceGetCurrentClocksEventReasons") == 3
+    assert "nvmlDeviceGetCurrentClocksThrottleReasons" not in lib.calls and lib.missing == []
+
+
+def test_other_nvml_errors_from_the_new_name_stay_errors() -> None:
+    class Lost(FakeNvml):
+        def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: int) -> int:
+            raise AssertionError("only FUNCTION_NOT_FOUND moves to the old name")
+
+    nvml = Nvml(Lost([h100(0)]))
+    for _ in range(2):
+        d = nvml.sample()[0]
+        assert d["throttle_mask"] is None
+        assert d["nvml_errors"] == ["nvmlDeviceGetCurrentClocksEventReasons: GPU is lost"]
+
+
+# ---------------------------------------------------------------- host EDAC on GPU nodes
+
+
+def test_gpu_health_carries_host_edac_and_thermal_like_the_cpu_backend(tmp_path: Path) -> None:
+    root = materialize(
+        {
+            "devices/system/edac/mc/mc0/ue_count": "0",
+            "devices/system/edac/mc/mc0/ce_count": "3",
+            "devices/system/edac/mc/mc1/ue_count": "2",
+            "devices/system/edac/mc/mc1/ce_count": "0",
+            "class/thermal/thermal_zone0/temp": "45000",
+            "class/thermal/thermal_zone0/type": "x86_pkg_temp",
+        },
+        tmp_path,
+    )
+    raw = backend([h100(i) for i in range(8)], tmp=root).health()
+    cpu_raw = CpuBackend(ctx("cpu", sysfs_root=root)).health()
+    assert raw["edac"] == cpu_raw["edac"] and raw["edac"]["controllers"][1]["ue_count"] == 2
+    assert (
+        raw["thermal"]
+        == cpu_raw["thermal"]
+        == [{"zone": "thermal_zone0", "type": "x86_pkg_temp", "temp_c": 45.0}]
+    )
+    out = parse("health", raw)
+    assert out.status == "fail"
+    assert "host memory: 2 uncorrectable ECC errors (EDAC)" in out.findings, out.findings
+
+
+def test_gpu_health_on_a_host_without_edac() -> None:
+    raw = backend([h100(i) for i in range(8)]).health()  # no sysfs tree: no EDAC, no thermal zones
+    assert raw["edac"] == {"controllers": []} and raw["thermal"] == []
+    assert parse("health", raw).status == "pass"

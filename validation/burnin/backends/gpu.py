@@ -89,7 +89,12 @@ class GpuBackend(HostProbe):
             time.sleep(_PCIE_LOAD_S / 4)
             pcie = self.nvml.pcie(under_load=True)
             wait()
-        return {"devices": self.nvml.health(pcie), "kernel_log": self.kernel_log()}
+        return {
+            "devices": self.nvml.health(pcie),
+            "kernel_log": self.kernel_log(),
+            "edac": self.edac(),
+            "thermal": self.thermal_zones(),
+        }
 
     def gemm_dtypes(self) -> list[str]:
         return self.torch.gemm_dtypes()

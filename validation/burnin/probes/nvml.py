@@ -5,6 +5,9 @@ The module handle is injectable: tests pass a fake built on captured values. "No
 answers become None (the fact does not exist on this part, e.g. remapped rows before Ampere);
 any other NVML error is kept in the device's `nvml_errors`, which health turns into a fault
 (a GPU that has fallen off the bus answers with errors, not with zeros).
+
+Functions NVML renamed are called by their new name first and, where the driver's library has
+only the old one, by the old name (`Nvml._renamed`): the project supports drivers from R470 up.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ def cuda_version(code: int) -> str:
     return f"{code // 1000}.{(code % 1000) // 10}"
 
 
+# nvml.h's NVML_ERROR_FUNCTION_NOT_FOUND: "local version of NVML doesn't implement this function".
+# pynvml raises it when the loaded libnvidia-ml lacks the symbol it looks up on the call.
+_FUNCTION_NOT_FOUND = 13
+
+
 def _import_pynvml() -> Any:
     try:
         import pynvml
@@ -40,6 +48,8 @@ class Nvml:
         self.nv.nvmlInit()
         self.count = int(self.nv.nvmlDeviceGetCount())
         self.handles = [self.nv.nvmlDeviceGetHandleByIndex(i) for i in range(self.count)]
+        # New name of a renamed function -> the one this driver answers to, once known.
+        self._chosen: dict[str, Callable[..., Any]] = {}
 
     def close(self) -> None:
         self.nv.nvmlShutdown()
@@ -48,10 +58,43 @@ class Nvml:
         try:
             return fn(*args)
         except self.nv.NVMLError as exc:
-            if getattr(exc, "value", None) == self.nv.NVML_ERROR_NOT_SUPPORTED:
-                return None
+            return self._failed(errors, fn, exc)
+
+    def _failed(self, errors: list[str], fn: Callable[..., Any], exc: BaseException) -> None:
+        """An answer of "not supported" is an absent fact (None); any other error goes in `errors`."""
+        if getattr(exc, "value", None) != self.nv.NVML_ERROR_NOT_SUPPORTED:
             errors.append(f"{getattr(fn, '__name__', 'nvml')}: {exc}")
-            return None
+
+    def _renamed(self, errors: list[str], new: str, old: str, *args: Any) -> Any:
+        """`_q` on a function NVML renamed, by whichever name this driver's library exports.
+
+        nvidia-ml-py has both Python functions from the version that added the new name, but
+        looks the C symbol up only when one is called: on a driver older than the rename the new
+        one raises FUNCTION_NOT_FOUND. That answer moves to the old name; any other answer (a
+        value or another error) shows the new name exists. The choice is kept for later calls.
+        """
+        nv = self.nv
+        fn = self._chosen.get(new)
+        if fn is None:
+            fn = getattr(nv, new, None)
+            fallback: Callable[..., Any] | None = getattr(nv, old, None)
+            if fn is None:  # a pynvml older than the rename: only the old name exists
+                fn = getattr(nv, old)
+            elif fallback is not None:
+                try:
+                    value = fn(*args)
+                except nv.NVMLError as exc:
+                    if getattr(exc, "value", None) != getattr(
+                        nv, "NVML_ERROR_FUNCTION_NOT_FOUND", _FUNCTION_NOT_FOUND
+                    ):
+                        self._chosen[new] = fn
+                        return self._failed(errors, fn, exc)
+                    fn = fallback
+                else:
+                    self._chosen[new] = fn
+                    return value
+            self._chosen[new] = fn
+        return self._q(errors, fn, *args)
 
     # ---------------------------------------------------------------- inventory
 
@@ -189,10 +232,6 @@ class Nvml:
         out = []
         for h in self.handles:
             errors: list[str] = []
-            reasons_fn = (
-                getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-            )
             power = self._q(errors, nv.nvmlDeviceGetPowerUsage, h)
             energy = self._q(errors, nv.nvmlDeviceGetTotalEnergyConsumption, h)
             out.append(
@@ -202,7 +241,14 @@ class Nvml:
                     "temp_c": self._q(errors, nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU),
                     "power_w": None if power is None else power / 1000,
                     "energy_j": None if energy is None else energy / 1000,
-                    "throttle_mask": self._q(errors, reasons_fn, h),
+                    # R535 renamed ...ClocksThrottleReasons to ...ClocksEventReasons; the bits
+                    # (nvmlClocksEventReason* / nvmlClocksThrottleReason*) are the same.
+                    "throttle_mask": self._renamed(
+                        errors,
+                        "nvmlDeviceGetCurrentClocksEventReasons",
+                        "nvmlDeviceGetCurrentClocksThrottleReasons",
+                        h,
+                    ),
                     "pcie_gen": self._q(errors, nv.nvmlDeviceGetCurrPcieLinkGeneration, h),
                     "nvml_errors": errors,
                 }
