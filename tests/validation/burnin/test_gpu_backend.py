@@ -208,6 +208,9 @@ class StandInLibNvml:
             "nvmlDeviceGetPowerUsage": lambda h, out: self._put(out, 690_000),
             "nvmlDeviceGetTotalEnergyConsumption": lambda h, out: self._put(out, 5_000_000),
             "nvmlDeviceGetCurrPcieLinkGeneration": lambda h, out: self._put(out, 5),
+            "nvmlDeviceGetMaxPcieLinkGeneration": lambda h, out: self._put(out, 5),
+            "nvmlDeviceGetCurrPcieLinkWidth": lambda h, out: self._put(out, 16),
+            "nvmlDeviceGetMaxPcieLinkWidth": lambda h, out: self._put(out, 16),
             # R470-R525 export this name only; R535 added ...EventReasons (same bits) beside it.
             "nvmlDeviceGetCurrentClocksThrottleReasons": self._reasons,
         }
@@ -346,3 +349,17 @@ def test_gpu_health_on_a_host_without_edac() -> None:
     raw = backend([h100(i) for i in range(8)]).health()  # no sysfs tree: no EDAC, no thermal zones
     assert raw["edac"] == {"controllers": []} and raw["thermal"] == []
     assert parse("health", raw).status == "pass"
+
+
+def test_a_fact_the_drivers_library_predates_is_absent_not_an_error(
+    libnvml: Callable[..., StandInLibNvml],
+) -> None:
+    # The stand-in exports no nvmlDeviceGetGpuMaxPcieLinkGeneration, as a driver older than the
+    # function: the device's own maximum generation is not known, the link is still judged.
+    lib = libnvml([0x0], event_reasons=True)
+    nvml = Nvml(pynvml)
+    (link,) = nvml.pcie(under_load=True)
+    nvml.close()
+    assert "nvmlDeviceGetGpuMaxPcieLinkGeneration" in lib.missing
+    assert link["gpu_max_gen"] is None and link["errors"] == []
+    assert (link["cur_gen"], link["max_gen"], link["cur_width"], link["max_width"]) == (5, 5, 16, 16)

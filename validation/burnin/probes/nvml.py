@@ -61,8 +61,14 @@ class Nvml:
             return self._failed(errors, fn, exc)
 
     def _failed(self, errors: list[str], fn: Callable[..., Any], exc: BaseException) -> None:
-        """An answer of "not supported" is an absent fact (None); any other error goes in `errors`."""
-        if getattr(exc, "value", None) != self.nv.NVML_ERROR_NOT_SUPPORTED:
+        """An answer of "not supported", by the device or by a driver older than the function
+        (FUNCTION_NOT_FOUND: nvidia-ml-py knows names the node's libnvidia-ml may not export), is an
+        absent fact (None), left unjudged; any other error goes in `errors`."""
+        absent = (
+            self.nv.NVML_ERROR_NOT_SUPPORTED,
+            getattr(self.nv, "NVML_ERROR_FUNCTION_NOT_FOUND", _FUNCTION_NOT_FOUND),
+        )
+        if getattr(exc, "value", None) not in absent:
             errors.append(f"{getattr(fn, '__name__', 'nvml')}: {exc}")
 
     def _renamed(self, errors: list[str], new: str, old: str, *args: Any) -> Any:
