@@ -553,6 +553,8 @@ def _fabric(state: str, status: str) -> list[str]:
         ("In Progress", "N/A", 13, False, False),  # the last read is judged, and fails
         ("Completed", "Success", 1, False, True),
         ("Completed", "Success", 5, False, True),
+        # Registered, and failed: NVML's status says so once the state is complete.
+        ("Completed", "Failure", 1, False, False),
     ],
 )
 def test_the_fabric_state_is_read_again_while_gpus_register_then_judged(
@@ -568,7 +570,7 @@ def test_the_fabric_state_is_read_again_while_gpus_register_then_judged(
     assert read["retries"] == 12  # Ansible reads retries + 1 times
     done = templar.template(trust_as_template("{{ (" + read["until"] + ") | bool }}"))
     assert done is not read_again
-    task = "Verify | no GPU reports an incomplete fabric state"
+    task = "Verify | no GPU reports an incomplete or failed fabric registration"
     assert (
         _assert_passes("nvidia_fabricmanager", task, "ubuntu2204", nvidia_fabricmanager_fabric=result) is ok
     )
