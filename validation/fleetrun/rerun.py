@@ -10,6 +10,12 @@ all of them in a single group (roles/burnin/tasks/fabric_round.yml), and appends
 results the record its node wrote, as the latest of the check. A host the all-reduce did not
 answer for (unreachable, a failed task, a record naming another node) gets an error record
 instead: it is rejected with the reason, never judged on its earlier figure.
+
+When no member passed, the all-reduce failed as a whole (one host hanging it times every member
+out) and names no host: the kept hosts keep their earlier records and only the rerun hosts, whose
+own burn-in is what is new, get the errors. Written into a kept host's file, such an error would
+reject it and, no longer ending with a measured all-reduce, keep it out of every later `--limit`
+all-reduce (`_joined_before`) until a full rerun.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 
 from fleet.metrics import MULTINODE_CHECK
 from fleet.results import (
+    CheckRecord,
     ResultFile,
     ResultsWriter,
     controller_record,
@@ -43,6 +50,8 @@ class FleetCollective:
     reason: str | None = None
     written: tuple[str, ...] = ()  # hosts that got their node's record
     failed: dict[str, str] = field(default_factory=dict)  # host -> why it got an error record instead
+    # kept host -> the error it was spared: no member passed, so its earlier record stands
+    kept: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -51,6 +60,7 @@ class FleetCollective:
             "reason": self.reason,
             "written": list(self.written),
             "failed": dict(self.failed),
+            "kept": dict(self.kept),
         }
 
 
@@ -84,22 +94,25 @@ def measure_fleet_collective(
     if len(hosts) < 2:
         return FleetCollective(hosts, "skipped", "fewer than 2 hosts ready: nothing to measure across")
     seen = read_round(play({"burnin_fabric_round": group_vars(hosts, port=port, rdzv_id=rdzv_id)}, hosts))
-    written: list[str] = []
-    failed: dict[str, str] = {}
+    outcomes: dict[str, tuple[Path, ResultFile, CheckRecord | None, str | None]] = {}
     for host in hosts:
         path = results_dir / f"{host}.jsonl"
         found = read_results(path) if path.is_file() else ResultFile(path)
-        runs = found.runs
-        if not runs:
+        record, why = _outcome(host, found, seen.records.get(host), seen.problems.get(host))
+        outcomes[host] = (path, found, record, why)
+    # Nobody passed: the all-reduce failed as a whole and names no host (see the module docstring).
+    as_a_whole = not any(rec is not None and rec.status == "pass" for _, _, rec, _ in outcomes.values())
+    written: list[str] = []
+    failed: dict[str, str] = {}
+    kept: dict[str, str] = {}
+    for host, (path, found, record, why) in outcomes.items():
+        if not found.runs:
             failed[host] = "its results file holds no run to add the all-reduce to"
             continue
-        run = runs[-1]
-        record = seen.records.get(host)
-        why = seen.problems.get(host)
-        if why is None and record is None:
-            why = f"{host}: no record of the all-reduce came back"
-        elif why is None and record is not None and record.node != run.node:
-            why = f"{host}: the all-reduce's record names node {record.node}, not {run.node}"
+        error = why if record is None else _error_of(record)
+        if as_a_whole and error is not None and host not in rerun:
+            kept[host] = f"the all-reduce across the fleet after the rerun: {error}"[:500]
+            continue
         if why is not None:
             reason = f"the all-reduce across the fleet after the rerun: {why}"[:500]
             record = controller_record(
@@ -113,6 +126,7 @@ def measure_fleet_collective(
             failed[host] = reason
         else:
             assert record is not None
+            run = found.runs[-1]
             # The node's file may hold a later run than the one judged here (it was burned in since,
             # into another --out); the figure is this host's now, so it joins the run judged.
             joined = {
@@ -125,7 +139,23 @@ def measure_fleet_collective(
             written.append(host)
         with ResultsWriter(path) as writer:
             writer.append(record)
-    return FleetCollective(hosts, "measured", None, tuple(written), failed)
+    return FleetCollective(hosts, "measured", None, tuple(written), failed, kept)
+
+
+def _outcome(
+    host: str, found: ResultFile, record: CheckRecord | None, why: str | None
+) -> tuple[CheckRecord | None, str | None]:
+    """The node's record of the all-reduce, or why the host gets an error record instead."""
+    if why is None and record is None:
+        why = f"{host}: no record of the all-reduce came back"
+    elif why is None and record is not None and found.runs and record.node != found.runs[-1].node:
+        why = f"{host}: the all-reduce's record names node {record.node}, not {found.runs[-1].node}"
+    return (None, why) if why is not None else (record, None)
+
+
+def _error_of(record: CheckRecord) -> str | None:
+    """What the node's record says it could not measure; None unless it is an error."""
+    return (record.error or record.reason or "error") if record.status == "error" else None
 
 
 def _joined_before(path: Path) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from fleet.catalog import Sku, UnknownSkuError, get_sku
-from fleet.metrics import METRICS, Metric
+from fleet.metrics import FABRIC_CHECK, METRICS, MULTINODE_CHECK, Metric
 from fleet.results import ResultFile, parsed_instant
 from validation.gate.collect import NodeEvidence, group_by_node
 from validation.gate.fleet import fleet_verdict
@@ -27,7 +27,7 @@ from validation.gate.model import (
     Reason,
     natural_key,
 )
-from validation.gate.node_rules import judge_records
+from validation.gate.node_rules import collective_set_aside, judge_records
 from validation.gate.versions import judge_versions
 
 _SHOWN = 8  # node names quoted in one message before "and N more"
@@ -82,6 +82,7 @@ def decide(
             v.reasons.extend(outside[v.node])
     verdicts.sort(key=lambda v: natural_key(v.node))
     _level_notes(verdicts, notes)
+    _collective_notes(verdicts, notes)
     stats = judge_measures(verdicts, settings, limits, vocabulary, notes, catalog_sku)
     judge_versions(verdicts, settings, notes)
     _age_notes(verdicts, notes)
@@ -245,6 +246,20 @@ def _age_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:
             f"{STALE_AFTER.total_seconds() / 3600:g} h: {_listed(list(old))} (oldest {oldest.isoformat()}); "
             f"burn them in again if anything changed since"
         )
+
+
+def _collective_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:
+    """The whole-fleet all-reduce's errors set aside on the hosts' own pairs (node_rules.py)."""
+    aside = [v for v in verdicts if not v.unlisted and collective_set_aside(v)]
+    if not aside:
+        return
+    hosts = _listed([v.node for v in aside])
+    detail = (aside[0].checks[MULTINODE_CHECK].detail or "error")[:200]
+    notes.append(
+        f"{MULTINODE_CHECK}: the whole-fleet all-reduce could not be measured on {hosts} ({detail}); every "
+        f"member times out when one host hangs it, so it names no host: each host is judged on its own "
+        f"pairs ({FABRIC_CHECK}), which passed"
+    )
 
 
 def _level_notes(verdicts: Sequence[NodeVerdict], notes: list[str]) -> None:

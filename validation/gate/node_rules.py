@@ -12,6 +12,12 @@ Records claiming another node than the file's are refused (`unreadable`). A run 
 `--only` (partial) lists only the checks it ran, so it cannot pass unless the operator names the
 checks the gate expects (`--expect-checks`). When the latest run, or a check's latest record,
 cannot be told apart (equal or unreadable start times), the worst of the candidates counts.
+
+The whole-fleet all-reduce (MULTINODE_CHECK) times out on every member when one host hangs it, so
+its error names no host: on a host whose own pairs the fleet run measured after it and passed
+(FABRIC_CHECK, with FABRIC_METRIC), that error is a note (collective_set_aside) and the host is
+judged on its pairs, as measures.py does with a whole-fleet figure below its floor. Without such
+pair evidence the error rejects, as any other.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from fleet.metrics import Metric
+from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, MULTINODE_CHECK, Metric
 from fleet.results import LEVELS, CheckRecord, parsed_instant
 from validation.gate.collect import NodeEvidence, RunEvidence
 from validation.gate.model import CheckVerdict, GateSettings, NodeVerdict, Reason
@@ -100,10 +106,11 @@ def _judge_run(
             )
         )
     # Outcomes in the run's own order, then checks the run recorded without listing them.
+    on_pairs = _judged_on_pairs(latest)
     for name in [*expected, *(c for c in latest if c not in expected)]:
         rec = latest.get(name)
         if rec is not None:
-            _judge_check(verdict, rec)
+            _judge_check(verdict, rec, set_aside=on_pairs and name == MULTINODE_CHECK)
             continue
         verdict.checks[name] = CheckVerdict(name, "missing", "no record of this check", 0.0)
         verdict.reasons.append(
@@ -204,10 +211,35 @@ def _worse(metric: str, value: float, prev: float, metrics: Mapping[str, Metric]
     return value < prev if known is None or known.higher_is_better else value > prev
 
 
-def _judge_check(verdict: NodeVerdict, rec: CheckRecord) -> None:
+def _judged_on_pairs(latest: Mapping[str, CheckRecord]) -> bool:
+    """Whether the run's whole-fleet all-reduce errored and its own pairs, measured after that
+    record, passed with a finite figure: then the error is set aside (see the module docstring)."""
+    collective, pairs = latest.get(MULTINODE_CHECK), latest.get(FABRIC_CHECK)
+    if collective is None or collective.status != "error" or pairs is None or pairs.status != "pass":
+        return False
+    figure = pairs.metrics.get(FABRIC_METRIC)
+    if figure is None or not math.isfinite(figure):
+        return False
+    errored, paired = parsed_instant(collective.started), parsed_instant(pairs.started)
+    return errored is not None and paired is not None and paired > errored
+
+
+def collective_set_aside(verdict: NodeVerdict) -> bool:
+    """Whether the node's whole-fleet all-reduce errored and the error was set aside on its pairs."""
+    outcome = verdict.checks.get(MULTINODE_CHECK)
+    return (
+        outcome is not None
+        and outcome.state == "error"
+        and not any(r.check == MULTINODE_CHECK for r in verdict.reasons)
+    )
+
+
+def _judge_check(verdict: NodeVerdict, rec: CheckRecord, *, set_aside: bool = False) -> None:
     name = rec.check
     why = rec.reason or rec.error or ""
     verdict.checks[name] = CheckVerdict(name, rec.status, why or None, rec.duration_s)
+    if rec.status == "error" and set_aside:
+        return  # a note, collective_set_aside(): the node is judged on its pairs
     if rec.status == "error":
         detail = rec.error or rec.reason or "error"
         verdict.reasons.append(

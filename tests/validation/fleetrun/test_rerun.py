@@ -148,3 +148,27 @@ def test_a_record_from_a_node_whose_clock_runs_behind_is_still_the_latest(tmp_pa
         latest = latest_collective(results, h)
         assert latest.status == "pass" and latest.started > RUN["started"]
     assert collective_reasons(results) == {h: [] for h in HOSTS}
+
+
+def test_an_all_reduce_the_rerun_host_hangs_keeps_the_kept_hosts_records(tmp_path: Path) -> None:
+    results = results_of(tmp_path)  # h0, h1, h3 kept with a passing all-reduce; h2 rerun
+    why = "no result within 300 s: the rendezvous at h0:29400 or the all-reduce across 4 nodes did not finish"
+
+    # h2's NIC hangs NCCL: every member's launcher times out and records an error (multinode.launch).
+    def hung(extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+        return [ok(h, READ_TASK, stdout=record(h, "error", reason=why)) for h in limit]
+
+    kept_before = {h: (results / f"{h}.jsonl").read_bytes() for h in ("h0", "h1", "h3")}
+    got = measure_fleet_collective(hung, HOSTS, ["h2"], results, port=29400, rdzv_id="x")
+    # Nobody passed: the error names no host, so only the rerun host's own file gets it.
+    assert got.status == "measured" and got.hosts == tuple(HOSTS) and got.written == ("h2",)
+    assert set(got.kept) == {"h0", "h1", "h3"} and all(why in r for r in got.kept.values())
+    assert {h: (results / f"{h}.jsonl").read_bytes() for h in kept_before} == kept_before
+    assert latest_collective(results, "h2").status == "error"
+    reasons = collective_reasons(results)
+    assert reasons["h2"] and not reasons["h0"] and not reasons["h1"] and not reasons["h3"]
+    # h2 fixed, rerun again: the kept hosts join the all-reduce again and every host passes.
+    play = Group()
+    got = measure_fleet_collective(play, HOSTS, ["h2"], results, port=29400, rdzv_id="y")
+    assert got.status == "measured" and got.written == tuple(HOSTS) and play.calls[0][1] == HOSTS
+    assert collective_reasons(results) == {h: [] for h in HOSTS}

@@ -10,7 +10,7 @@ from fleet.catalog import get_sku
 from fleet.metrics import FABRIC_CHECK, FABRIC_METRIC, MULTINODE_CHECK, MULTINODE_METRIC
 from fleet.results import Record
 from fleet.spec import spec_from_mapping
-from tests.validation.gate.helpers import as_files, check_record, fleet, spec_mapping
+from tests.validation.gate.helpers import STARTED, as_files, check_record, fleet, spec_mapping
 from validation.gate import GateResult, GateSettings, decide
 
 
@@ -68,6 +68,45 @@ def test_with_pair_figures_a_slow_whole_fleet_rejects_only_the_host_slow_in_its_
     assert result.stats[FABRIC_METRIC].limit == 320.0
     (note,) = [n for n in result.notes if n.startswith(MULTINODE_METRIC)]
     assert "names no host" in note and FABRIC_METRIC in note and "320" in note
+
+
+HUNG = "no result within 300 s: the rendezvous at node1:29400 or the all-reduce across 8 nodes did not finish"
+
+
+def test_a_whole_fleet_all_reduce_error_rejects_only_hosts_without_passing_pairs_measured_after_it() -> None:
+    """One host hangs the whole-fleet all-reduce: every member's launcher times out with an error
+    record. The pair rounds that follow tell the hosts apart; a host without that evidence is not
+    let off (fail closed)."""
+    errored, later, earlier = "2026-11-29T11:00:00.000+00:00", "2026-11-29T11:05:00.000+00:00", STARTED
+    records = fleet(8)
+    for node, recs in records.items():
+        recs.append(check_record(node, MULTINODE_CHECK, "error", error=HUNG, started=errored))
+        if node == "node3":  # the host that hung it: the rounds found it slow with every partner
+            pairs = check_record(
+                node,
+                FABRIC_CHECK,
+                "fail",
+                reason="fabric: bad with every partner",
+                metrics={FABRIC_METRIC: 90.0},
+                started=later,
+            )
+        elif node == "node6":  # pairs that passed, but before the all-reduce: no word on the hang
+            pairs = check_record(node, FABRIC_CHECK, metrics={FABRIC_METRIC: 700.0}, started=earlier)
+        else:
+            pairs = check_record(node, FABRIC_CHECK, metrics={FABRIC_METRIC: 700.0}, started=later)
+        if node != "node5":  # no pairs measured at all
+            recs.append(pairs)
+    result = decide(as_files(records))
+    assert _rejected(result) == ["node3", "node5", "node6"]
+    for node in ("node3", "node5", "node6"):
+        assert any(
+            r.rule == "error" and r.check == MULTINODE_CHECK and HUNG in r.message
+            for r in result.node(node).reasons
+        )
+    assert result.node("node1").checks[MULTINODE_CHECK].state == "error"  # shown as it was, not a pass
+    (note,) = [n for n in result.notes if n.startswith(MULTINODE_CHECK)]
+    assert "node1, node2, node4, node7, node8" in note and HUNG[:40] in note
+    assert "names no host" in note and FABRIC_CHECK in note
 
 
 def test_a_single_node_burn_in_is_not_rejected_for_the_fleet_runs_metrics() -> None:
