@@ -475,6 +475,17 @@ def group_vars_for(sku: Sku, storage: Mapping[str, Any] | None) -> dict[str, dic
     }
 
 
+# An NCCL pin: the release (2.30.7, or with NVIDIA's package revision 2.30.7-1) and, optionally, the
+# build's CUDA as the package names it (2.30.7-1+cuda12.9: libnccl2=2.30.7-1+cuda12.9 on Debian and
+# Ubuntu, libnccl-2.30.7-1+cuda12.9 on RHEL). NVIDIA builds each release for a minor or two of each
+# CUDA major only (2.30.7: +cuda12.9 and +cuda13.3), and a build runs with any toolkit of its major
+# (minor-version compatibility). So a pin without the build takes the cuda pin's MAJOR.MINOR, the
+# toolkit the roles install (without a cuda pin, the roles' defaults agree: 12.8), and a pin that
+# names its build must be of the cuda pin's major. Where NVIDIA has no build for the toolkit's minor
+# (cuda 13.0 with NCCL 2.30.7), the pin names the build: 2.30.7-1+cuda13.3.
+_NCCL_PIN = re.compile(r"(?P<release>\d+\.\d+\.\d+(?:-\d+)?)(?:\+cuda(?P<cuda>\d+\.\d+))?")
+
+
 def fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {"fleetforge_fleet": name, "fleetforge_sku": sku.sku}
     # Exact pins reach the roles exactly: the roles install (and hold) these versions, and the gate
@@ -489,10 +500,23 @@ def fleet_vars(name: str, sku: Sku, pinned: Mapping[str, str]) -> dict[str, Any]
         out["cuda_toolkit_version"] = ".".join(cuda.split(".")[:2])
         if cuda.count(".") == 2:
             out["cuda_toolkit_release"] = cuda
-    nccl = pinned.get("nccl")
-    if nccl and re.fullmatch(r"\d+\.\d+\.\d+(-\d+)?", nccl):
+    nccl = _NCCL_PIN.fullmatch(pinned.get("nccl") or "")
+    if nccl:
         # NVIDIA's NCCL packages are revision 1 (libnccl2=2.26.2-1+cuda12.8); a pin may name another.
-        out["nccl_version"] = nccl if "-" in nccl else f"{nccl}-1"
+        release = nccl["release"]
+        out["nccl_version"] = release if "-" in release else f"{release}-1"
+        build = nccl["cuda"] or out.get("cuda_toolkit_version")
+        if build:
+            out["nccl_cuda_version"] = build
+        toolkit = out.get("cuda_toolkit_version")
+        if build and toolkit and build.split(".")[0] != toolkit.split(".")[0]:
+            raise InventoryConfigError(
+                "validation.pinned_versions.nccl",
+                f"{pinned['nccl']!r} is a CUDA {build.split('.')[0]} build of NCCL, but the cuda pin "
+                f"{pinned['cuda']!r} installs CUDA {toolkit.split('.')[0]}: pin the CUDA "
+                f"{toolkit.split('.')[0]}.x build NVIDIA publishes for {out['nccl_version']} "
+                f"(libnccl2={out['nccl_version']}+cudaMAJOR.MINOR in the CUDA repository)",
+            )
     return out
 
 

@@ -245,7 +245,7 @@ def test_with_gpus_declared_the_driver_and_gpu_roles_run_in_check_mode(fleet: Fl
     # GPUDirect RDMA: nvidia-peermem loads at boot (and now, outside check mode).
     assert run.diff_after("h2", "/etc/modules-load.d/fleetforge-nvidia-peermem.conf") == "nvidia-peermem\n"
     nccl_conf = run.diff_after("h2", "/etc/nccl.conf")
-    assert "NCCL_IB_DISABLE=0" in nccl_conf and "NCCL_IB_HCA=mlx5_0,mlx5_1" in nccl_conf
+    assert "NCCL_IB_HCA=mlx5_0,mlx5_1" in nccl_conf and "NCCL_IB_DISABLE" not in nccl_conf
     beegfs = run.diff_after("h2", "/etc/beegfs/beegfs-client.conf")
     assert re.search(r"^sysMgmtdHost\s+= mgmt\.example$", beegfs, re.MULTILINE), beegfs
     assert 'options lnet networks="o2ib0(ib0)"' in run.diff_after(

@@ -99,8 +99,8 @@ def test_onprem_spec_groups_and_vars_as_ansible_reads_them(
     assert hv["gpu_facts_expected_nvswitch_fabric"] == "nvswitch"  # HGX H100: NVSwitches on PCI
     assert hv["doca_ofed_expected_hcas"] == 8  # one ConnectX-7 per GPU
     assert hv["nccl_fabric"] == "infiniband"
-    ib = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "PHB", "NCCL_IB_QPS_PER_CONNECTION": "4"}
-    assert hv["nccl_environment"] == ib and hv["burnin_fabric_environment"] == ib
+    # InfiniBand has no fabric-wide NCCL variable: NCCL's Debugging ones stay out (the catalog's source).
+    assert hv["nccl_environment"] == {} and hv["burnin_fabric_environment"] == {}
     # The spec's exact pins reach the roles exactly (validation.pinned_versions.driver 570.133.20),
     # so the roles install the version the gate will demand, not the newest of the branch.
     assert hv["nvidia_driver_branch"] == "570" and hv["nvidia_driver_version"] == "570.133.20"
@@ -948,11 +948,11 @@ FABRIC_EXPECTED: dict[str, tuple[str, dict[str, str], str | None]] = {
         {"NCCL_NET": "gIB", "LD_LIBRARY_PATH": "/usr/local/gib/lib64"},
         "/usr/local/gib/scripts/set_nccl_env.sh",
     ),
-    "Standard_ND96isr_H100_v5": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
-    "Standard_ND96isr_H200_v5": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
-    "hgx-h100-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
-    "hgx-h200-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
-    "hgx-b200-8": ("infiniband", {"NCCL_IB_DISABLE": "0"}, None),
+    "Standard_ND96isr_H100_v5": ("infiniband", {}, None),
+    "Standard_ND96isr_H200_v5": ("infiniband", {}, None),
+    "hgx-h100-8": ("infiniband", {}, None),
+    "hgx-h200-8": ("infiniband", {}, None),
+    "hgx-b200-8": ("infiniband", {}, None),
 }
 # Names whose values depend on the node: never written from the catalog (the profile or the operator sets them).
 NODE_SPECIFIC = re.compile(r"(IFNAME|CTRL_DEV|_HCA|BINDINGS|UNIX_CLIENT_PREFIX|TOPO_FILE)$")
