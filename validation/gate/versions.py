@@ -1,8 +1,10 @@
 """Version homogeneity: every component a node reports must match the pin or the fleet majority.
 
 Components are whatever the records carry (driver, cuda, vbios, firmware, ofed, nccl, kernel,
-fleetforge, ...). A pinned component (spec `validation.pinned_versions`) must be reported and equal
-on every node. An unpinned one is compared with the fleet's most common value. A tie for most
+fleetforge, ...). A pinned component (spec `validation.pinned_versions`) must be reported and meet
+the pin on every node (meets_pin: equal; a shorter release line such as a driver branch, 570 for
+570.133.20; a package pin such as NCCL's 2.26.2-1+cuda12.8, the version the node reports with its
+packaging revision and CUDA build, met by 2.26.2). An unpinned one is compared with the fleet's most common value. A tie for most
 common is no majority: the gate cannot tell which side is right, and accepting both would land
 the job on a mixed fleet, so every node reporting that component is rejected on it and the note
 says to pin it. A component most nodes report is required of the rest; one that only a minority
@@ -11,6 +13,7 @@ reports is noted, not required. This is homogeneity, not statistics: it applies 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -33,10 +36,25 @@ def _conflicted(v: NodeVerdict, component: str) -> bool:
     return bool(v.reasons) and any(r.rule == "version" and r.metric == component for r in v.reasons)
 
 
+_RELEASE_LINE = re.compile(r"[0-9]+(\.[0-9]+)*")
+
+
+def meets_pin(value: str | None, pinned: str) -> bool:
+    """Whether a reported version meets its pin (the module docstring says how)."""
+    if value is None:
+        return False
+    if value == pinned:
+        return True
+    version = re.split(r"[-+]", pinned, maxsplit=1)[0]
+    if version != pinned:  # version-revision+build: nodes report the version alone
+        return value == version
+    return _RELEASE_LINE.fullmatch(pinned) is not None and value.startswith(pinned + ".")
+
+
 def _against_pin(judged: Sequence[NodeVerdict], component: str, pinned: str) -> None:
     for v in judged:
         value = v.versions.get(component)
-        if value == pinned or _conflicted(v, component):
+        if meets_pin(value, pinned) or _conflicted(v, component):
             continue
         shown = "not reported" if value is None else value
         v.reasons.append(

@@ -22,6 +22,7 @@ from tests.validation.gate.helpers import (
     write,
 )
 from validation.gate import FleetPlan, GateInputError, GateResult, GateSettings, decide
+from validation.gate.versions import meets_pin
 
 
 def rules_of(result: GateResult, node: str) -> list[tuple[str, str | None, str | None]]:
@@ -413,3 +414,43 @@ def test_fleet_relative_must_be_a_boolean() -> None:
 
     with pytest.raises(SpecError, match="fleet_relative"):
         spec_from_mapping(spec_mapping(8, thresholds={"mem_copy_gbps": {"fleet_relative": "no"}}))
+
+
+@pytest.mark.parametrize(
+    ("reported", "pinned", "met"),
+    [
+        ("570.133.20", "570.133.20", True),
+        ("570.133.20", "570", True),  # a branch pin: fleetforge inventory pins the branch alone
+        ("570.133.20", "570.133", True),
+        ("5701.1", "570", False),
+        ("575.51.03", "570", False),
+        ("2.26.2", "2.26.2-1+cuda12.8", True),  # NCCL's package: revision and CUDA build
+        ("2.26.2", "2.26.2-1", True),
+        ("2.26.3", "2.26.2-1+cuda12.8", False),
+        ("2.26.2-1", "2.26.2", False),
+        (None, "570", False),
+        ("96.00.89.00.01", "96.00.89.00.01", True),
+        ("96.00.89.00.02", "96.00.89.00", True),
+        ("1.2", "1.2.3", False),  # a longer pin than the node reports is not met
+    ],
+)
+def test_a_pin_is_met_by_its_release_line_and_a_package_pin_by_its_version(
+    reported: str | None, pinned: str, met: bool
+) -> None:
+    assert meets_pin(reported, pinned) is met
+
+
+def test_a_branch_and_a_package_pin_accept_the_fleet_that_runs_them() -> None:
+    # What fleetforge inventory hands the roles: a driver branch, NCCL's package with its CUDA build.
+    versions = {**VERSIONS, "driver": "570.133.20", "nccl": "2.26.2"}
+    settings = GateSettings(pinned_versions={"driver": "570", "nccl": "2.26.2-1+cuda12.8"})
+    result = decide(
+        as_files(fleet(3, **{f"node{i}": {"versions": versions} for i in (1, 2, 3)})), settings=settings
+    )
+    assert not [r for v in result.nodes for r in v.reasons if r.rule == "version"]
+    other = {**versions, "nccl": "2.27.3"}
+    result = decide(
+        as_files(fleet(3, **{f"node{i}": {"versions": versions} for i in (1, 2)}, node3={"versions": other})),
+        settings=settings,
+    )
+    assert ("version", None, "nccl") in rules_of(result, "node3")
