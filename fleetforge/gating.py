@@ -8,9 +8,11 @@ through `printable`: rich markup in it is not interpreted and control characters
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import errno
+import os
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.text import Text
@@ -64,11 +66,19 @@ LEVEL_HELP = f"{' | '.join(LEVELS)} (default: the spec's level, else standard)."
 
 
 def report_outputs(
-    junit: Path | None, html: Path | None, prom: Path | None, inventory_out: Path | None
+    junit: Path | None,
+    html: Path | None,
+    prom: Path | None,
+    inventory_out: Path | None,
+    *,
+    out_dir: Path | None = None,
+    reserved: Mapping[Path, str] | None = None,
 ) -> dict[str, Path | None]:
-    """The report files asked for, checked before anything is measured or judged."""
+    """The report files asked for, checked before anything is measured or judged. `out_dir`: the
+    command's --out, which it creates, so a report may go in it (or a folder under it) before it
+    exists; `reserved`: files the command itself writes, each with what it is, no report may take."""
     outputs = {"--junit": junit, "--html": html, "--prom": prom, "--inventory-out": inventory_out}
-    check_outputs(outputs)
+    check_outputs(outputs, out_dir=out_dir, reserved=reserved)
     if html is not None:
         from validation.reports.html import MissingPlotLibraryError, require_matplotlib
 
@@ -93,15 +103,73 @@ def verdict_exit(result: GateResult, strict: bool) -> typer.Exit:
     return typer.Exit(exitcodes.VERDICT[result.outcome(strict)])
 
 
-def check_outputs(outputs: dict[str, Path | None]) -> None:
-    """Refuse before judging anything, so a typo in a report path changes nothing."""
+def check_outputs(
+    outputs: Mapping[str, Path | None],
+    *,
+    out_dir: Path | None = None,
+    reserved: Mapping[Path, str] | None = None,
+) -> None:
+    """Refuse before judging anything, so a typo in a report path changes nothing.
+
+    A report's folder must exist, unless it is `out_dir` (the command's --out) or a folder under
+    it: the command creates those, and write_reports the report's folder under it. Two reports, or
+    a report and a file in `reserved`, naming one file are refused: one would overwrite the other.
+    """
+    out_abs = _absolute(out_dir) if out_dir is not None else None
+    taken: dict[str, str] = {_same_file(path): what for path, what in (reserved or {}).items()}
     for option, path in outputs.items():
         if path is None:
             continue
+        shown = printable(str(path))
         if path.is_dir():
-            fail(f"{option}: {path} is a folder; give a file name", exitcodes.USAGE)
+            fail(f"{option}: {shown} is a folder; give a file name", exitcodes.USAGE)
+        absolute = _absolute(path)
+        if out_abs is not None and out_abs.is_relative_to(absolute):
+            fail(
+                f"{option}: {shown} is the --out folder {printable(str(out_dir))} or holds it; "
+                "give a file name",
+                exitcodes.USAGE,
+            )
         if not path.parent.is_dir():
-            fail(f"{option}: folder {path.parent} does not exist", exitcodes.USAGE)
+            if out_abs is None or not absolute.parent.is_relative_to(out_abs):
+                where = (
+                    f" (only --out {printable(str(out_dir))} and folders in it are created)"
+                    if out_dir is not None
+                    else ""
+                )
+                fail(
+                    f"{option}: folder {printable(str(path.parent))} does not exist{where}",
+                    exitcodes.USAGE,
+                )
+            blocker = _nearest_existing(absolute.parent)
+            if not blocker.is_dir():
+                fail(
+                    f"{option}: {printable(str(blocker))} is not a folder, so {shown} cannot be written",
+                    exitcodes.USAGE,
+                )
+        key = _same_file(path)
+        if key in taken:
+            fail(
+                f"{option} {shown}: the same file as {taken[key]}; give each report a file of its own",
+                exitcodes.USAGE,
+            )
+        taken[key] = f"{option} {shown}"
+
+
+def _absolute(path: Path) -> Path:
+    """`path` absolute and normalised (`a/./b/` is `a/b`), without touching the disk."""
+    return Path(os.path.abspath(path))
+
+
+def _same_file(path: Path) -> str:
+    """One key for every spelling of a file: relative or absolute, through a symbolic link or not."""
+    return os.path.realpath(path)
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not os.path.lexists(path) and path != path.parent:
+        path = path.parent
+    return path
 
 
 def choose_sku(sku: str | None, fleet_spec: FleetSpec | None) -> tuple[str | None, str]:
@@ -130,7 +198,10 @@ def write_reports(
     fleet_spec: FleetSpec | None,
     strict: bool,
     spec_path: Path | None = None,
+    out_dir: Path | None = None,
 ) -> None:
+    """Write every report asked for. A report's folder under `out_dir` (the command's --out) is
+    created; a failed write exits 73 (the place cannot take the file) or 74 (disk full, I/O error)."""
     renderers: dict[str, Callable[[], str]] = {}
     if outputs["--junit"] is not None:
         from validation.reports.junit import render_junit
@@ -154,12 +225,20 @@ def write_reports(
         path = outputs[option]
         assert path is not None  # only options that were given have a renderer
         try:
+            if out_dir is not None and _absolute(path).parent.is_relative_to(_absolute(out_dir)):
+                path.parent.mkdir(parents=True, exist_ok=True)
             write_text(path, render())
         except OSError as exc:
-            fail(
-                f"{option}: cannot write {printable(str(path))} ({exc.strerror or exc.__class__.__name__})",
-                exitcodes.USAGE,
-            )
+            _write_failed(option, path, exc)
+
+
+def _write_failed(option: str, path: Path, exc: OSError) -> NoReturn:
+    # The burn-in's and `inventory -o`'s split: a place that cannot take the file (73) vs a write
+    # that failed part way (74).
+    code = (
+        exitcodes.IO_ERROR if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) else exitcodes.CANT_CREATE
+    )
+    fail(f"{option}: cannot write {printable(str(path))} ({exc.strerror or exc.__class__.__name__})", code)
 
 
 def _reason_lines(v: NodeVerdict, skip: Collection[tuple[str, str]] = ()) -> list[Text]:

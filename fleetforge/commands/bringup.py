@@ -9,7 +9,7 @@ replacements asked for have not joined the inventory (--resume once they have); 
 not finish (nothing judged or replaced; --resume redoes the round); 64 bad
 options (or a record in --out without --resume); 65 an unreadable inventory, spec, stack outputs or
 record, or results the gate cannot judge; 66 a missing input; 69 Ansible or the cloud SDK missing;
-73 --out cannot be written.
+73 --out or a report cannot be written; 74 writing a report failed (disk full, I/O error).
 """
 
 from __future__ import annotations
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 # The cloud's replace action, by the spec's cloud.
 DEFAULT_REPLACE = {"aws": "aws-unhealthy", "gcp": "gcp-recreate", "azure": "azure-replace"}
+# The last gate's JUnit in --out, which CI reads, asked for with --junit or not.
+DEFAULT_JUNIT = "gate.xml"
 
 
 def bringup(
@@ -162,7 +164,9 @@ def bringup(
 ) -> None:
     """Burn in a deployed fleet, replace the rejects and burn in their replacements until READY."""
     detail = verbosity(quiet, verbose)
-    outputs = report_outputs(junit, html, prom, inventory_out)
+    outputs = report_outputs(
+        junit, html, prom, inventory_out, out_dir=out_dir, reserved=_own_files(out_dir, junit is None)
+    )
     if (inventory is None) == (stack_outputs is None):
         fail("give --inventory FILE or --stack-outputs FILE (exactly one)", exitcodes.USAGE)
     if out_dir.exists() and not out_dir.is_dir():
@@ -231,8 +235,8 @@ def bringup(
         raise
     if outcome.result is not None:
         # CI reads the last gate's JUnit from the folder it keeps, asked for or not.
-        outputs["--junit"] = outputs["--junit"] or out_dir / "gate.xml"
-        write_reports(outcome.result, outputs, fleet_spec, strict, spec)
+        outputs["--junit"] = outputs["--junit"] or out_dir / DEFAULT_JUNIT
+        write_reports(outcome.result, outputs, fleet_spec, strict, spec, out_dir)
     if as_json:
         doc: dict[str, Any] = outcome.record.to_json()
         if outcome.result is not None:
@@ -245,6 +249,19 @@ def bringup(
             print_verdict(outcome.result, strict, detail)
         _print_outcome(outcome)
     raise typer.Exit(_exit_code(outcome))
+
+
+def _own_files(out_dir: Path, default_junit: bool) -> dict[Path, str]:
+    """The files bringup writes in --out itself, which no report may overwrite."""
+    from validation.bringup.record import RECORD_NAME
+
+    own = {out_dir / RECORD_NAME: f"the bring-up record {printable(str(out_dir / RECORD_NAME))}"}
+    if default_junit:
+        junit = out_dir / DEFAULT_JUNIT
+        own[junit] = (
+            f"the last gate's JUnit {printable(str(junit))} (written there when --junit is not given)"
+        )
+    return own
 
 
 def _exit_code(outcome: Outcome) -> int:

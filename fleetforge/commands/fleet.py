@@ -137,7 +137,15 @@ def burnin(
 ) -> None:
     """Burn in every inventory host through Ansible, fetch the results, and gate the fleet."""
     detail = verbosity(quiet, verbose)
-    outputs = report_outputs(junit, html, prom, inventory_out)
+    run_record = out_dir / "fleet-run.json"
+    outputs = report_outputs(
+        junit,
+        html,
+        prom,
+        inventory_out,
+        out_dir=out_dir,
+        reserved={run_record: f"the fleet run's summary {printable(str(run_record))}"},
+    )
     if not inventory.exists():
         fail(f"--inventory {inventory}: no such file or folder", exitcodes.NO_INPUT)
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
@@ -177,7 +185,7 @@ def burnin(
     except FleetRunError as exc:
         fail(str(exc), getattr(exitcodes, exc.exit_name))
     result = _judge(run, chosen, sku_from, fleet_spec, min_fleet)
-    write_reports(result, outputs, fleet_spec, strict, spec)
+    write_reports(result, outputs, fleet_spec, strict, spec, out_dir)
     if as_json:
         from validation.reports.document import to_document
 

@@ -5,7 +5,8 @@ what it measured, 2 a node's results were missing, errored or unreadable (2 outr
 spec: 0 when at least `nodes` nodes are accepted, 1 when not; `--strict` makes any reject fatal
 (exit as without a spec). 64 bad options, 65 results or spec unusable (mixed SKUs), 66 a results
 path or the spec missing, 69 `--html` without matplotlib or a `--hosts-inventory` only Ansible reads
-(a folder, INI, a plugin's configuration) without Ansible. A results entry that is no readable file
+(a folder, INI, a plugin's configuration) without Ansible; 73 / 74 a report that cannot be
+created / written (disk full, I/O error). A results entry that is no readable file
 (a FIFO, a folder or a dangling symlink named *.jsonl) is an unreadable entry for its node (2),
 never a reason to stop judging the others.
 
@@ -138,6 +139,7 @@ def gate(
     outputs = report_outputs(junit, html, prom, inventory_out)
     if dry_run and not act:
         fail("--dry-run: only with --act", exitcodes.USAGE)
+    _check_action_options(act or [], max_replace, azure_capacity)
     actions = _build_actions(act or [], hosts_inventory, azure_capacity)
     expected_checks = parse_expect_checks(expect_checks)
     fleet_spec = load_spec_or_exit(spec) if spec is not None else None
@@ -216,6 +218,27 @@ def _build_actions(names: list[str], hosts_inventory: Path | None, azure_capacit
         )
     except ActionError as exc:
         fail(f"--act: {_lines(str(exc))}", getattr(exitcodes, exc.exit_name))
+
+
+def _check_action_options(names: list[str], max_replace: int | None, azure_capacity: int | None) -> None:
+    """An action's option given without that action would be silently ignored: refuse it (before
+    the actions' SDKs are looked for: a usage error is not a missing extra)."""
+    if max_replace is None and azure_capacity is None:
+        return
+    from validation.actions import ACTIONS
+    from validation.actions.azure import AzureReplace
+
+    if any(name not in ACTIONS for name in names):
+        return  # _build_actions names the unknown action
+    # The actions that give machines back to the cloud (Action.replaces: they name the machine).
+    replacing = [name for name, cls in ACTIONS.items() if cls.identity is not None]
+    if max_replace is not None and not set(names) & set(replacing):
+        fail(
+            f"--max-replace: only with an --act that replaces machines: {', '.join(replacing)}",
+            exitcodes.USAGE,
+        )
+    if azure_capacity is not None and AzureReplace.name not in names:
+        fail(f"--azure-capacity: only with --act {AzureReplace.name}", exitcodes.USAGE)
 
 
 def _act(

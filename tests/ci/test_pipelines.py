@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -370,3 +371,72 @@ def test_inline_scripts_pass_shellcheck(tmp_path: Path) -> None:
         # SC1091: the sourced ci/gitlab/cloud-env.sh is checked on its own above.
         done = run([shellcheck, "--severity=style", "--exclude=SC1091", str(path)])
         assert done.returncode == 0, f"{name}:\n{done.stdout}"
+
+
+# --------------------------------------------------------------------------- the fleetforge commands, run
+
+
+def fleetforge_commands(template: Path) -> list[list[str]]:
+    """Every `fleetforge` command line a template's scripts run, as its argv after the program
+    (`bringup --spec $FLEET_SPEC ...`), up to the shell's `||` or `;`."""
+    name = "github" if template == WORKFLOW else "gitlab"
+    found = []
+    for key, script in job_scripts().items():
+        if not key.startswith(f"{name}-"):
+            continue
+        for line in script.replace("\\\n", " ").splitlines():
+            if "fleetforge" not in line:
+                continue
+            words = shlex.split(line, comments=True)
+            starts = [i for i, w in enumerate(words) if Path(w).name == "fleetforge"]
+            for start in starts:
+                argv = []
+                for word in words[start + 1 :]:
+                    if word in ("||", "&&", "|") or word.endswith(";"):
+                        break
+                    argv.append(word)
+                found.append(argv)
+    return found
+
+
+@pytest.mark.parametrize("template", [WORKFLOW, GITLAB], ids=["github", "gitlab"])
+def test_the_templates_bringup_runs_in_a_fresh_checkout(
+    template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The template's own `fleetforge bringup` command line, in an empty working directory as a
+    fresh runner has it (no bringup/ yet), with the fake fleet behind the command's seams: its
+    options are accepted, and the reports it asks for land in --out."""
+    from fleetforge.cli import main
+    from fleetforge.commands import bringup as command
+    from tests.stacks.test_ansible_inventory import aws_outputs
+    from tests.validation.bringup.fakes import FakeFleet, Inventory
+    from tests.validation.gate.helpers import spec_mapping
+    from validation.reports import html as html_report
+
+    (argv,) = [a for a in fleetforge_commands(template) if a[:1] == ["bringup"]]
+    assert "--html" in argv and "--out" in argv  # what this test is about: a report inside --out
+    workdir = tmp_path / "job"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(yaml.safe_dump(spec_mapping(nodes=3)))
+    Path("outputs.json").write_text(json.dumps(aws_outputs()))  # what ci/deploy.sh leaves
+    argv = [str(spec) if w == "$FLEET_SPEC" else w for w in argv]
+    assert not [w for w in argv if "$" in w], argv
+    out = Path(argv[argv.index("--out") + 1])
+    html = Path(argv[argv.index("--html") + 1])
+    assert not out.exists()
+
+    fleet = FakeFleet(["node1", "node2", "node3"])
+    fleet.path = out / "inventory" / "train-a.aws_ec2.yml"
+    monkeypatch.setattr(command, "_runner", lambda opts, say: fleet)
+    monkeypatch.setattr(command, "_inventory_reader", lambda path: Inventory(fleet))
+    monkeypatch.setattr(command, "_replacer", lambda name, timeout_s: fleet)
+    # The page's plots cost seconds and have tests of their own: here, where the page goes.
+    monkeypatch.setattr(html_report, "render_html", lambda result, provenance: "<!DOCTYPE html>\n")
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert fleet.runs == [()]
+    assert html.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+    assert (out / "gate.xml").is_file() and (out / "bringup.json").is_file()

@@ -208,3 +208,61 @@ def test_the_replace_timeout_is_how_long_the_cloud_action_waits_too() -> None:
     # cloud's operation follows --replace-timeout, not a fixed limit that fails a step still running.
     replacer = command._replacer("gcp-recreate", 1800.0)
     assert replacer.action.timeout_s == 1800.0  # type: ignore[attr-defined]
+
+
+def test_reports_inside_out_are_written_though_out_does_not_exist_yet(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # As the CI templates run it on a fresh runner: `--out bringup/ --html bringup/report.html`.
+    fleet = fake(monkeypatch, bed, FakeFleet(["node1", "node2", "node3"]))
+    out = bed["out"]
+    # A report folder elsewhere must still exist, and a refusal creates nothing.
+    elsewhere = out.parent / "reports" / "gate.prom"
+    code, _, err = run(capsys, *args(bed, "--prom", elsewhere))
+    assert code == exitcodes.USAGE and "--prom: folder" in err and "does not exist" in err
+    (out.parent / "afile").write_text("")
+    code, _, err = run(capsys, *args(bed, "--prom", out.parent / "afile" / "gate.prom"))
+    assert code == exitcodes.USAGE and "--prom" in err
+    assert fleet.runs == [] and not out.exists() and not elsewhere.parent.exists()
+    code, _, err = run(
+        capsys, *args(bed, "--prom", f"{out}/gate.prom", "--junit", out / "reports" / "last.xml")
+    )
+    assert code == exitcodes.OK, err
+    assert fleet.runs == [()]
+    assert "gemm" in (out / "gate.prom").read_text()
+    assert 'failures="0"' in (out / "reports" / "last.xml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--prom", "{out}/gate.xml"], ["--prom", "--junit", "gate.xml"]),  # the default JUnit
+        (["--junit", "{out}/j.xml", "--prom", "{out}/./j.xml"], ["--prom", "--junit", "j.xml"]),
+        (["--html", "{out}/r.html", "--inventory-out", "{out}/r.html"], ["--inventory-out", "--html"]),
+        (["--inventory-out", "{out}/bringup.json"], ["--inventory-out", "bring-up record"]),
+        (["--prom", "{out}"], ["--prom", "--out"]),
+    ],
+)
+def test_two_files_on_one_path_are_refused_naming_both(
+    bed: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    extra: list[str],
+    words: list[str],
+) -> None:
+    fleet = fake(monkeypatch, bed, FakeFleet(["node1", "node2", "node3"]))
+    code, _, err = run(capsys, *args(bed, *(e.format(out=bed["out"]) for e in extra)))
+    assert code == exitcodes.USAGE, err
+    for word in words:
+        assert word in err
+    assert fleet.runs == [] and not bed["out"].exists()
+
+
+def test_the_default_junit_path_is_free_when_junit_goes_elsewhere(
+    bed: dict[str, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake(monkeypatch, bed, FakeFleet(["node1", "node2", "node3"]))
+    out = bed["out"]
+    code, _, err = run(capsys, *args(bed, "--junit", out / "last.xml", "--prom", out / "gate.xml"))
+    assert code == exitcodes.OK, err
+    assert "# HELP" in (out / "gate.xml").read_text() and "<testsuite" in (out / "last.xml").read_text()

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import yaml
@@ -219,3 +220,35 @@ def test_a_bug_exits_70_with_one_line_not_a_traceback(
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "internal error: KeyError:" in err and "[bold]gpu[/bold]" in err and "please report it" in err
+
+
+def test_fleet_burnin_takes_a_report_inside_an_out_not_made_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fleet burnin --out results/ --junit results/gate.xml` on a fresh runner: the options pass
+    and the run starts (stopped here, as if Ansible were missing); a report folder elsewhere that
+    does not exist, or a report on the run's own summary, is still refused before the run."""
+    from validation.fleetrun import run as fleetrun
+    from validation.fleetrun.hosts import MissingAnsibleError
+
+    started: list[Path] = []
+
+    def no_ansible(opts: fleetrun.FleetRunOptions, say: object) -> NoReturn:
+        started.append(opts.out_dir)
+        raise MissingAnsibleError("ansible-runner is not installed (stopped by the test)")
+
+    monkeypatch.setattr(fleetrun, "run_fleet", no_ansible)
+    monkeypatch.chdir(tmp_path)
+    Path("hosts.yml").write_text("all:\n  hosts:\n    node1: {}\n")
+    base = ["fleet", "burnin", "-i", "hosts.yml", "--sku", "cpu", "--out", "results/"]
+    code, _, err = run(capsys, *base, "--junit", "results/gate.xml", "--prom", "results/m/gate.prom")
+    assert code == exitcodes.UNAVAILABLE and "stopped by the test" in err, err
+    assert started == [Path("results")]
+    for extra, words in (
+        (["--junit", "reports/gate.xml"], "--junit: folder reports does not exist"),
+        (["--prom", "results/fleet-run.json"], "the fleet run's summary"),
+        (["--junit", "results/a.xml", "--html", "results/a.xml"], "--junit results/a.xml"),
+    ):
+        code, _, err = run(capsys, *base, *extra)
+        assert code == exitcodes.USAGE and words in err, (extra, err)
+    assert started == [Path("results")] and sorted(p.name for p in tmp_path.iterdir()) == ["hosts.yml"]

@@ -199,3 +199,34 @@ def test_two_hosts_carrying_one_instance_id_are_refused_naming_both(
     assert code == exitcodes.DATA, out + err
     assert f"node 'node3': aws-unhealthy: i-{4:017x} is also on 'node4'" in err
     assert "\\n" not in err  # one problem a line, not escaped newlines
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (
+            ["--max-replace", "2"],
+            "--max-replace: only with an --act that replaces machines: aws-unhealthy, gcp-recreate, "
+            "azure-replace",
+        ),
+        (["--max-replace", "0", "--act", "slurm-drain"], "--max-replace: only with an --act that replaces"),
+        (["--max-replace", "2", "--act", "inventory", "--dry-run"], "--max-replace: only with an --act"),
+        (["--azure-capacity", "4"], "--azure-capacity: only with --act azure-replace"),
+        (
+            ["--azure-capacity", "4", "--act", "slurm-drain"],
+            "--azure-capacity: only with --act azure-replace",
+        ),
+        (
+            ["--azure-capacity", "4", "--act", "aws-unhealthy", "--dry-run"],
+            "--azure-capacity: only with --act azure-replace",
+        ),
+    ],
+)
+def test_an_action_option_without_its_action_is_refused(
+    results: Path, inventory: Path, capsys: pytest.CaptureFixture[str], extra: list[str], words: str
+) -> None:
+    before = inventory.read_text()
+    code, out, err = run(capsys, "gate", results, "--hosts-inventory", inventory, *extra)
+    assert code == exitcodes.USAGE, out + err
+    assert words in " ".join(err.split()) and out == "" and "Traceback" not in err
+    assert inventory.read_text() == before

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import NoReturn
 
 import pytest
 import yaml
@@ -169,3 +173,61 @@ def test_garbage_and_truncated_files_are_reported_per_file(
     assert "truncated" in doc["files"][0]["bad_lines"][0]["problem"]
     node7 = next(n for n in doc["nodes"] if n["node"] == "node7")
     assert {r["rule"] for r in node7["reasons"]} == {"unreadable"}
+
+
+def test_two_reports_naming_one_file_are_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write(tmp_path / "r", fleet(3))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "link.xml").symlink_to(tmp_path / "x.xml")
+    for spelled in ("x.xml", "./x.xml", str(tmp_path / "x.xml"), "r/../x.xml", "link.xml"):
+        code, out, err = run(capsys, "gate", folder, "--junit", "x.xml", "--prom", spelled)
+        assert code == exitcodes.USAGE, (spelled, err)
+        assert "--prom" in err and "--junit x.xml" in err and "same file" in err
+        assert out == "" and not (tmp_path / "x.xml").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "errno_", "code"),
+    [
+        ("mkstemp", errno.EROFS, exitcodes.CANT_CREATE),
+        ("mkstemp", errno.EACCES, exitcodes.CANT_CREATE),
+        ("fsync", errno.ENOSPC, exitcodes.IO_ERROR),
+        ("fsync", errno.EDQUOT, exitcodes.IO_ERROR),
+        ("fsync", errno.EIO, exitcodes.IO_ERROR),
+    ],
+)
+def test_a_report_that_cannot_be_written_exits_73_or_74_naming_option_and_path(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    errno_: int,
+    code: int,
+) -> None:
+    from fleet import atomic
+
+    folder = write(tmp_path / "r", fleet(3))
+
+    def refuse(*_args: object, **_kwargs: object) -> NoReturn:
+        raise OSError(errno_, os.strerror(errno_))
+
+    if where == "mkstemp":  # the folder takes no new file: read-only, no permission
+        monkeypatch.setattr(atomic, "tempfile", SimpleNamespace(mkstemp=refuse))
+    else:  # the file was being written: disk full, quota, I/O error
+        monkeypatch.setattr(atomic.os, "fsync", refuse)
+    target = tmp_path / "gate.prom"
+    got, _, err = run(capsys, "gate", folder, "--prom", target)
+    assert got == code, err
+    assert f"--prom: cannot write {target} ({os.strerror(errno_)})" in " ".join(err.split())
+    assert "Traceback" not in err and not target.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_the_kernel_refuses_exits_73(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc/self is a folder no file can be created in, even by root (who ignores a folder's mode).
+    folder = write(tmp_path / "r", fleet(3))
+    got, _, err = run(capsys, "gate", folder, "--junit", "/proc/self/gate.xml")
+    assert got == exitcodes.CANT_CREATE, err
+    assert "--junit: cannot write /proc/self/gate.xml" in err

@@ -167,7 +167,7 @@ def test_a_report_that_cannot_be_written_is_one_line_and_leaves_the_old_file(
 
     monkeypatch.setattr(os, "fsync", disk_full)
     run = cli("gate", results, "--prom", out / "gate.prom")
-    assert run.code == exitcodes.USAGE and "No space left on device" in run.err
+    assert run.code == exitcodes.IO_ERROR and "No space left on device" in run.err
     assert (out / "gate.prom").read_text() == "old\n" and tree(out) == {"gate.prom"}
 
 
