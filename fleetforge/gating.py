@@ -206,7 +206,7 @@ def write_reports(
     if outputs["--junit"] is not None:
         from validation.reports.junit import render_junit
 
-        renderers["--junit"] = lambda: render_junit(result)
+        renderers["--junit"] = lambda: render_junit(result, strict)
     if outputs["--html"] is not None:
         from validation.reports.html import Provenance, render_html
 

@@ -70,6 +70,44 @@ def test_a_changed_threshold_fails_the_unit_tests(tmp_path: Path) -> None:
     assert done.returncode == 1 and "alertname: GPUTemperatureHigh" in done.stdout + done.stderr
 
 
+def test_violation_counters_are_read_as_nanoseconds() -> None:
+    """DCGM's *_VIOLATION counters are nanoseconds (NVML violationTime; the DCGM field reference,
+    NVIDIA/dcgm-exporter#589): a rate of one is a fraction of time only over 1e9, never 1e6."""
+    read = 0
+    for name, expr in alerts().items():
+        for metric, divisor in re.findall(
+            r"rate\((DCGM_FI_DEV_\w+_VIOLATION)\[\w+\]\)\s*/\s*([0-9.e]+)", expr
+        ):
+            assert float(divisor) == 1e9, f"{name}: rate({metric}) / {divisor}; the counter is in ns"
+            read += 1
+        assert len(re.findall(r"_VIOLATION\b", expr)) == len(
+            re.findall(r"rate\(DCGM_FI_DEV_\w+_VIOLATION", expr)
+        )
+    assert read == 2  # thermal and power
+    helps = {
+        fields[0]: fields[2]
+        for line in COUNTERS.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+        for fields in [[f.strip() for f in line.split(",", 2)]]
+    }
+    violations = {m: h for m, h in helps.items() if m.endswith("_VIOLATION")}
+    assert violations and all(h.startswith("Nanoseconds") for h in violations.values()), violations
+
+
+def test_microsecond_violation_units_fail_the_unit_tests(tmp_path: Path) -> None:
+    """The unit tests feed nanoseconds: read as microseconds (/ 1e6), a GPU throttled 0.1 % of the
+    time would fire and the annotation would say 1000x the share, so promtool must turn red."""
+    promtool = require("promtool")
+    shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
+    text = RULES.read_text(encoding="utf-8")
+    assert text.count("_VIOLATION[5m]) / 1e9") == 2
+    (tmp_path / RULES.name).write_text(text.replace("_VIOLATION[5m]) / 1e9", "_VIOLATION[5m]) / 1e6"))
+    done = run([promtool, "test", "rules", str(tmp_path / RULE_TESTS.name)])
+    output = done.stdout + done.stderr
+    assert done.returncode == 1
+    assert "alertname: GPUThermalThrottling" in output and "alertname: GPUPowerThrottling" in output
+
+
 def counters() -> dict[str, str]:
     """The enabled fields of the shipped dcgm-exporter counters CSV: name -> Prometheus type."""
     enabled: dict[str, str] = {}

@@ -7,6 +7,14 @@ Measured problems (floor, outlier, version, fail) are failures; what the gate co
 `versions` testcase (homogeneity) and a `results` testcase (readable and complete), so every
 reason lands on exactly one testcase and an accepted node shows all green.
 
+With a fleet plan (a spec) the gate's verdict is the fleet's, not the nodes': every node that
+reported can pass while the fleet is short of the nodes the job needs, and the gate fails. So a
+fleet-level testcase (classname `fleet <name>`, name `ready`) carries the gate's own outcome
+(`GateResult.outcome(strict)`, which the exit code maps): a failure saying NOT READY and by how
+many nodes, or under --strict the rejected (failure) or incomplete (error) nodes that fail the
+gate although spares cover them. Without a plan readiness is unknown, the gate's outcome is the
+nodes' own, and the per-node testcases already say it: no fleet testcase.
+
 Node names, check names and reasons come from the nodes; XML 1.0 cannot hold every character
 (control characters, lone surrogates, U+FFFE/U+FFFF), and ElementTree writes them unescaped,
 which leaves a file no CI tool can parse. Each such character is written as its Python escape
@@ -47,7 +55,30 @@ def _cases(v: NodeVerdict) -> dict[str, list[Reason]]:
     return cases
 
 
-def render_junit(result: GateResult) -> str:
+def _fleet_case(result: GateResult, strict: bool) -> tuple[str, str | None, str] | None:
+    """The fleet testcase's classname, its problem (None when it passes: then `text` says READY)
+    and its text; None without a fleet plan. Mirrors the gate's outcome and its fleet line."""
+    f = result.fleet
+    if f.ready is None or f.required is None:
+        return None
+    classname = f"fleet {f.name}" if f.name else "fleet"
+    lists = [f"accepted ({len(f.accepted)}): {', '.join(f.accepted) or '-'}"]
+    lists.append(f"rejected ({len(f.rejected)}): {', '.join(f.rejected) or '-'}")
+    if not f.ready:
+        short = f.required - len(f.accepted)
+        message = f"NOT READY: {len(f.accepted)} accepted, {f.required} needed (short by {short})"
+        return classname, message, "\n".join([f"{classname}: {message}", *lists])
+    ready = f"READY: job on {len(f.job)} node(s), {len(f.spare)} spare(s) ({f.required} needed)"
+    outcome = result.outcome(strict)
+    if outcome == "ok":
+        return classname, None, "\n".join([f"{classname}: {ready}", *lists])
+    which = "an incomplete" if outcome == "incomplete" else "a rejected"
+    message = f"--strict: {which} node fails the gate even though spares cover it"
+    return classname, message, "\n".join([f"{classname}: {ready}", message, *lists])
+
+
+def render_junit(result: GateResult, strict: bool = False) -> str:
+    """`strict` as given to the gate (--strict): the fleet testcase follows its outcome."""
     root = ET.Element("testsuites", name=SUITE)
     suite = ET.SubElement(root, "testsuite", name=xml_text(f"{SUITE} ({result.fleet.sku or 'unknown SKU'})"))
     props = ET.SubElement(suite, "properties")
@@ -55,7 +86,7 @@ def render_junit(result: GateResult) -> str:
         ("sku", result.fleet.sku),
         ("fleet", result.fleet.name),
         ("ready", result.fleet.ready),
-        ("outcome", result.outcome()),
+        ("outcome", result.outcome(strict)),
     ):
         if value is not None:
             ET.SubElement(
@@ -66,6 +97,24 @@ def render_junit(result: GateResult) -> str:
             )
     tests = failures = errors = skipped = 0
     total_time = 0.0
+    fleet_case = _fleet_case(result, strict)
+    if fleet_case is not None:
+        classname, problem, text = fleet_case
+        case = ET.SubElement(suite, "testcase", classname=xml_text(classname), name="ready", time="0.000")
+        tests += 1
+        if problem is None:
+            ET.SubElement(case, "system-out").text = xml_text(text)
+        else:
+            incomplete = result.outcome(strict) == "incomplete"
+            errors += incomplete
+            failures += not incomplete
+            element = ET.SubElement(
+                case,
+                "error" if incomplete else "failure",
+                message=xml_text(problem),
+                type="strict" if result.fleet.ready else "not-ready",
+            )
+            element.text = xml_text(text)
     for v in result.nodes:
         for name, reasons in _cases(v).items():
             outcome = v.checks.get(name)
