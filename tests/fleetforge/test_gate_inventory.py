@@ -40,8 +40,14 @@ def results(tmp_path: Path) -> Path:
 
 
 def drained(doc: dict[str, Any]) -> dict[str, list[str]]:
-    """The slurm-drain plan: node -> the scontrol argv it would run."""
-    return {s["node"]: s["calls"][0]["params"]["argv"] for s in doc["actions"]["steps"]}
+    """The slurm-drain plan: node -> the scontrol argv that drains it (after the one that checks the
+    name is that one node)."""
+    plan = {}
+    for step in doc["actions"]["steps"]:
+        show, drain = (c["params"]["argv"] for c in step["calls"])
+        assert show[-3:] == ["show", "node", drain[2].removeprefix("NodeName=")], show
+        plan[step["node"]] = drain
+    return plan
 
 
 def verdicts(doc: dict[str, Any]) -> dict[str, list[str]]:
