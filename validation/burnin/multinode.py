@@ -27,7 +27,10 @@ sums are exact), and local rank 0 of each node appends the record.
 busbw = algbw x 2(n-1)/n, n the world size, as nccl-tests reports all_reduce.
 
 Exit codes: 0 measured (or skipped, with the reason), 1 measured a wrong sum, 2 could not measure
-(the record says why), 3 the node has no burn-in results to append to, 64 bad arguments.
+(the record says why), 3 the node has no burn-in results to append to, 64 bad arguments, 70 the
+launcher itself failed (an unexpected exception: no record of this run is promised, so nothing may
+be read back as its result; Python's own exit 1 for an uncaught exception would read as "wrong sum,
+record written").
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -62,6 +66,9 @@ LEVEL_DEFAULTS: dict[str, tuple[int, int, int]] = {
 }
 EXIT = {"pass": 0, "skip": 0, "fail": 1, "error": 2}
 NO_RESULTS = 3
+LAUNCHER_FAILED = 70  # EX_SOFTWARE: the launcher raised; what it may have left is not a result
+# How a node without PyTorch's skip begins: the controller reads it from a kept host's results.
+NO_TORCH_SKIP = "PyTorch is not installed in fleetforge's environment"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -89,7 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.worker:
         return worker(args)
-    return launch(args)
+    try:
+        return launch(args)
+    except Exception as exc:  # any failure of the launcher is "not measured", never exit 1
+        traceback.print_exc(file=sys.stderr)
+        print(f"{CHECK}: the launcher failed, nothing measured: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return LAUNCHER_FAILED
 
 
 # ---------------------------------------------------------------------- launcher
@@ -141,7 +153,7 @@ def skip_reason(
     """Why this node does not take part, or None when it does."""
     if not torch_found:
         return (
-            f"PyTorch is not installed in fleetforge's environment on this node ({prefix}): the "
+            f"{NO_TORCH_SKIP} on this node ({prefix}): the "
             f"all-reduce across nodes was not measured; add it to the bundle with --extra-package torch==<version>"
         )
     if me not in members:

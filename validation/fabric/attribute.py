@@ -5,20 +5,27 @@ below the median of completed pairs by more than k x MAD *and* by more than a fr
 median (so a tight fleet's 5 % noise is not a fault), always when more than 30 % below it (a small
 fleet's MAD can be inflated), or below the SKU's absolute floor when one is given. A pair that did not complete (timeout, rendezvous error) is bad whatever the numbers say.
 
-Then, per host, with its partners as witnesses:
-- a host bad with every partner (two at least), one of whom is fast with someone else, is guilty:
-  its partners are proven healthy, so the fault is on its side. All-failed reads as unreachable.
+Then, per host, with its partners as witnesses. A witness is a host fast with at least one
+partner (its own side is proven healthy) and not lost during the rounds (`lost`: a host that
+became unreachable mid-stage fails its later pairs whatever its partners are, so it vouches for
+nobody):
+- a host bad with every partner (two at least), two of whom (MIN_PARTNERS_FOR_GUILT) are
+  witnesses, is guilty: those partners are proven healthy, so the fault is on its side. All-failed
+  reads as unreachable. With one witness, host and link cannot be told apart.
 - a pair bad only together is a suspect link: both hosts named, neither rejected, unless a host
-  keeps turning up in suspect links (with two or more different partners): the fault repeats
-  on its side, and it is guilty too.
-- a host bad only with partners that are bad everywhere has no healthy witness: inconclusive (rerun
-  it with a healthy partner); likewise a host in no measured pair at all.
+  keeps turning up in suspect links with two or more different witnesses: the fault repeats on its
+  side, and it is guilty too.
+- a host bad with every partner but with fewer than two witnesses among them (its other partners
+  are bad everywhere, or were lost) has no healthy evidence against it: inconclusive (rerun it with
+  healthy partners); likewise a host in no measured pair at all.
 
 A round in which every completed pair (two at least) is slow says nothing about any one host or
 link: the pairs run at the same time, so what slowed all of them was common to that moment (the
 machines busy with something else, a congested spine). Those pairs count as neither bad nor
 good, and the rule's notes name the round; otherwise one busy minute would make every host look
-slow with two partners, and all of them guilty.
+slow with two partners, and all of them guilty. Likewise a round in which every pair (two at
+least) failed: what stopped all of them at once was the round (its play, the controller, the
+network it ran over), not every host in it.
 """
 
 from __future__ import annotations
@@ -148,11 +155,13 @@ def attribute(
     floor_gbps: float | None = None,
     metric: str = HOST_METRIC,
     unit: str = BUSBW_UNIT,
+    lost: Collection[str] = (),
 ) -> Attribution:
     """Judge every pair, then name the guilty hosts, suspect links and inconclusive hosts.
 
     The figures may be any bandwidth where higher is better (all-reduce busbw in GB/s, ib_write_bw
-    in Gb/s): `metric` names each host's best pair in its results and `unit` is what reasons say."""
+    in Gb/s): `metric` names each host's best pair in its results and `unit` is what reasons say.
+    `lost` are hosts that became unreachable during the rounds: never a witness for a partner."""
     _check_hosts(hosts, results)
     ordered = tuple(sorted(hosts, key=natural_key))
     reference, left_out = reference_pairs(results, mad_k=mad_k, min_relative_margin=min_relative_margin)
@@ -161,13 +170,19 @@ def attribute(
         shown = ", ".join(sorted(left_out, key=natural_key)[:10]) + (" ..." if len(left_out) > 10 else "")
         note = f"statistics from {len(reference)} completed pairs without far-slow hosts ({shown})"
         rule = replace(rule, notes=(*rule.notes, note))
-    judged, slow_rounds = _discount_slow_rounds(
+    judged, slow_rounds, failed_rounds = _discount_slow_rounds(
         tuple(JudgedPair(r, _verdict(r, rule), unit) for r in results), floor_gbps
     )
     if slow_rounds:
         note = (
             f"round(s) {', '.join(map(str, slow_rounds))}: every pair slow at once, common to the moment "
             "(load, congestion), not counted against any host or link"
+        )
+        rule = replace(rule, notes=(*rule.notes, note))
+    if failed_rounds:
+        note = (
+            f"round(s) {', '.join(map(str, failed_rounds))}: every pair failed at once, common to the "
+            "round (its play, the controller, the network), not counted against any host or link"
         )
         rule = replace(rule, notes=(*rule.notes, note))
     # host -> partner -> every measurement of that pair (a pair may be measured in several runs)
@@ -188,8 +203,11 @@ def attribute(
         """The pair says something about the two hosts: not only measured in all-slow rounds."""
         return any(j.verdict != "round" for j in table[host][partner])
 
-    # A witness is fast with at least one partner: its own side of the fabric is proven healthy.
-    witnesses = {h for h in ordered if any(fast_with(h, p) for p in table[h])}
+    # Fast with at least one partner: the host's own side of the fabric is proven healthy. A witness
+    # is such a host that was not lost during the rounds: one lost mid-stage fails its later pairs
+    # whatever its partner, so a pair failed with it says nothing about the partner.
+    proven = {h for h in ordered if any(fast_with(h, p) for p in table[h])}
+    witnesses = proven - set(lost) - _lost_midway(judged)
     guilty: dict[str, HostFinding] = {}
     inconclusive: dict[str, HostFinding] = {}
     for h in ordered:
@@ -197,13 +215,16 @@ def attribute(
         if not partners:
             inconclusive[h] = HostFinding(h, "not_measured", "in no measured pair: never measured", ())
             continue
-        # Not a witness: bad with every partner whose pair counts.
+        # Not proven: bad with every partner whose pair counts.
         judged_by = [p for p in partners if counted(h, p)]
-        if h in witnesses or len(judged_by) < MIN_PARTNERS_FOR_GUILT:
+        if h in proven or len(judged_by) < MIN_PARTNERS_FOR_GUILT:
             continue
         evidence = _evidence(table, h)
         shown = "; ".join(e.describe(h) for e in evidence)
-        if any(p in witnesses for p in judged_by):
+        # Only a bad pair with a witness is evidence against this host's side; one witness cannot
+        # tell the host from the link between them.
+        witnessed = [p for p in judged_by if p in witnesses and bad_with(h, p)]
+        if len(witnessed) >= MIN_PARTNERS_FOR_GUILT:
             failed = all(e.verdict == "failed" for e in evidence if e.bad)
             kind: HostKind = "failed_with_every_partner" if failed else "slow_with_every_partner"
             word = "failed" if failed else "bad"
@@ -211,9 +232,15 @@ def attribute(
             note = "" if failed else _limit_note(rule, unit)
             guilty[h] = HostFinding(h, kind, reason + note, evidence)
         else:
-            reason = (
-                f"bad only with partners that are bad with everyone: {shown}; rerun with a healthy partner"
-            )
+            if witnessed:
+                said = (
+                    f"bad with every partner, but only {len(witnessed)} of them ({', '.join(witnessed)}) "
+                    f"is proven healthy, fewer than {MIN_PARTNERS_FOR_GUILT}; the others are bad with "
+                    "everyone or were lost during the rounds"
+                )
+            else:
+                said = "bad only with partners that are bad with everyone or were lost during the rounds"
+            reason = f"{said}: {shown}; rerun with healthy partners"
             inconclusive[h] = HostFinding(h, "bad_only_with_bad_partners", reason, evidence)
 
     explained = set(guilty) | set(inconclusive)
@@ -221,8 +248,11 @@ def attribute(
     # A host whose side keeps failing with different, otherwise healthy, partners is guilty.
     link_partners: dict[str, set[str]] = {}
     for pair in links:
-        link_partners.setdefault(pair.a, set()).add(pair.b)
-        link_partners.setdefault(pair.b, set()).add(pair.a)
+        # A partner counts only as a witness: healthy elsewhere and not lost during the rounds.
+        if pair.b in witnesses:
+            link_partners.setdefault(pair.a, set()).add(pair.b)
+        if pair.a in witnesses:
+            link_partners.setdefault(pair.b, set()).add(pair.a)
     for h in ordered:
         bad = link_partners.get(h, set())
         if len(bad) >= REPEATED_LINKS_FOR_GUILT:
@@ -250,27 +280,63 @@ def attribute(
 
 def _discount_slow_rounds(
     judged: tuple[JudgedPair, ...], floor_gbps: float | None
-) -> tuple[tuple[JudgedPair, ...], list[int]]:
-    """The pairs with those of every all-slow round marked "round", and those rounds. A pair below
-    the SKU's absolute floor stays slow: the floor does not move with the moment."""
+) -> tuple[tuple[JudgedPair, ...], list[int], list[int]]:
+    """The pairs with those of every all-slow round and every all-failed round marked "round", and
+    those rounds (all-slow, all-failed). A pair below the SKU's absolute floor stays slow: the floor
+    does not move with the moment."""
     by_round: dict[int, list[JudgedPair]] = {}
+    every: dict[int, list[JudgedPair]] = {}
     for j in judged:
-        if j.result.round is not None and j.verdict != "failed":
+        if j.result.round is None:
+            continue
+        every.setdefault(j.result.round, []).append(j)
+        if j.verdict != "failed":
             by_round.setdefault(j.result.round, []).append(j)
     slow_rounds = sorted(
         n
         for n, pairs in by_round.items()
         if len(pairs) >= MIN_PAIRS_FOR_ROUND_RULE and all(j.verdict == "slow" for j in pairs)
     )
-    if not slow_rounds:
-        return judged, []
+    failed_rounds = sorted(
+        n
+        for n, pairs in every.items()
+        if len(pairs) >= MIN_PAIRS_FOR_ROUND_RULE and all(j.verdict == "failed" for j in pairs)
+    )
+    if not slow_rounds and not failed_rounds:
+        return judged, [], []
     marked = tuple(
         replace(j, verdict="round")
-        if j.result.round in slow_rounds and j.verdict == "slow" and not _below(j, floor_gbps)
+        if (j.result.round in slow_rounds and j.verdict == "slow" and not _below(j, floor_gbps))
+        or (j.result.round in failed_rounds and j.verdict == "failed")
         else j
         for j in judged
     )
-    return marked, slow_rounds
+    return marked, slow_rounds, failed_rounds
+
+
+def _lost_midway(judged: Sequence[JudgedPair]) -> set[str]:
+    """Hosts that look lost during the rounds even where nobody said so (a pairs file, a simulated
+    fabric): they completed pairs, then failed every pair from some round on, in two rounds at
+    least. Their partners in those rounds were fine or not, the pairs cannot say: such a host is no
+    witness. Pairs of an all-failed round ("round") are the round's, not the host's."""
+    by_host: dict[str, list[tuple[int, bool]]] = {}
+    for j in judged:
+        r = j.result
+        if r.round is None or (j.verdict == "round" and not r.completed):
+            continue
+        for h in (r.pair.a, r.pair.b):
+            by_host.setdefault(h, []).append((r.round, r.completed))
+    lost: set[str] = set()
+    for h, seen in by_host.items():
+        seen.sort()
+        trailing = 0
+        for _, completed in reversed(seen):
+            if completed:
+                break
+            trailing += 1
+        if MIN_PARTNERS_FOR_GUILT <= trailing < len(seen):
+            lost.add(h)
+    return lost
 
 
 def _below(j: JudgedPair, floor_gbps: float | None) -> bool:

@@ -78,7 +78,8 @@ class PairResult:
 
 
 # "round": below the limit, but so was every other pair measured in the same round: the slowness was
-# common to that moment (load, a congested spine), evidence against no host and no link.
+# common to that moment (load, a congested spine), evidence against no host and no link. Likewise a
+# pair that failed in a round where every pair failed: what stopped them all was the round.
 Verdict = Literal["ok", "slow", "failed", "round"]
 
 

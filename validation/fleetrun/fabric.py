@@ -18,6 +18,13 @@ no PyTorch: where the step runs, a host the burn-in found without PyTorch is pai
 and its pairs measure ib_write_bw only (the round tells the role so per pair: `allreduce` false);
 those pairs' all-reduce is a note, and the all-reduce attribution judges the other pairs only.
 
+A round whose play did not run (no events came back: the run's deadline had passed, ansible-runner
+could not start it; or none of its hosts reached the read of its pair's record: the play was stopped
+first) measured nothing: its pairs are no evidence about any host, so they are left out of the
+attribution with a note naming the round, and the stage is `incomplete`, not `measured`: every host
+it was to pair in that round is rejected as not measured (a "missing" reason, never guilt), and the
+fleet run reports the stage as its problem.
+
 What the gate gets: each host's best pair as its metric `fabric_pair_busbw_gbps` (a FABRIC_CHECK
 record appended to the host's fetched results, so floors and the fleet-relative rule judge it),
 beside it `fabric_pair_ib_write_gbitps` where ib_write_bw pairs were measured, and
@@ -67,6 +74,10 @@ IB_TASKS = frozenset(
     }
 )
 IB_UNIT = "Gb/s"
+# validation/burnin/multinode.py's (a test keeps them in step): the launcher's exit when it failed
+# itself, and how its skip on a node without PyTorch begins.
+LAUNCHER_FAILED = 70
+NO_TORCH_SKIP = "PyTorch is not installed in fleetforge's environment"
 # The burn-in play's probe (roles/burnin/tasks/collectives.yml): rc 0 PyTorch is there, 3 it is not.
 TORCH_TASK = "Look for PyTorch in fleetforge's environment"
 NO_TORCH = (
@@ -100,6 +111,22 @@ def hosts_without_torch(events: Sequence[Mapping[str, Any]]) -> set[str]:
         ):
             found.add(host)
     return found
+
+
+def recorded_without_torch(path: Path) -> bool:
+    """Whether a host's results say it has no PyTorch: its last all-reduce across nodes is the skip
+    the launcher records for that. For a host a rerun (--limit) keeps, whose burn-in play (and its
+    probe) is not in this run's events."""
+    if not path.is_file():
+        return False
+    try:
+        records = [c for c in read_results(path).checks if c.check == MULTINODE_CHECK]
+    except OSError:
+        return False
+    if not records:
+        return False
+    last = records[-1]
+    return last.status == "skip" and (last.reason or "").startswith(NO_TORCH_SKIP)
 
 
 # A play of one round: the round's role variables and the hosts to limit it to in, events out.
@@ -157,10 +184,18 @@ def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
             seen.problems.setdefault(host, f"{host} unreachable: {msg}")
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
             where = seen.ib_problems if task in IB_TASKS else seen.problems
-            where.setdefault(host, f"{host}: {task}: {failure_message(task, res)}")
+            if task == WAIT_TASK and res.get("rc") == LAUNCHER_FAILED:
+                why = f"the all-reduce launcher failed (exit {LAUNCHER_FAILED}), nothing measured"
+                where.setdefault(host, f"{host}: {task}: {why}: {failure_message(task, res)}")
+            else:
+                where.setdefault(host, f"{host}: {task}: {failure_message(task, res)}")
         elif kind == "runner_on_ok" and task == IB_READ_TASK:
+            line = _last_line(res.get("stdout"))
+            if not line:
+                seen.ib_problems.setdefault(host, f"{host}: no record of the pair's ib_write_bw was written")
+                continue
             try:
-                record = parse_line(str(res.get("stdout") or ""))
+                record = parse_line(line)
             except ValueError as exc:
                 seen.ib_problems.setdefault(
                     host, f"{host}: the pair's ib_write_bw record is unreadable: {exc}"
@@ -171,8 +206,14 @@ def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
                 continue
             seen.ib_records[host] = record
         elif kind == "runner_on_ok" and task == READ_TASK:
+            # The role prints what the launcher appended to the pair's copy of the node's results,
+            # one record; nothing at all when it wrote none, never an older line of the copy.
+            line = _last_line(res.get("stdout"))
+            if not line:
+                seen.problems.setdefault(host, f"{host}: no record of the pair's all-reduce was written")
+                continue
             try:
-                record = parse_line(str(res.get("stdout") or ""))
+                record = parse_line(line)
             except ValueError as exc:
                 seen.problems.setdefault(host, f"{host}: the pair's record is unreadable: {exc}")
                 continue
@@ -181,6 +222,42 @@ def read_round(events: Sequence[Mapping[str, Any]]) -> RoundEvents:
                 continue
             seen.records[host] = record
     return seen
+
+
+def _last_line(stdout: object) -> str:
+    lines = [line for line in str(stdout or "").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def round_not_run(events: Sequence[Mapping[str, Any]], hosts: Collection[str]) -> str | None:
+    """Why a round's play measured nothing at all, or None when it did: no events came back (it
+    never started), or none of its hosts reached the read of its pair's record (it was stopped
+    before, or every launcher failed alike): the round's fault, or the run's, not any host's."""
+    if not events:
+        return (
+            "its play did not run (no events came back: the run had passed its deadline, or "
+            "ansible-runner could not start it)"
+        )
+    read = False
+    first: str | None = None
+    for e in events:
+        data = e.get("event_data") or {}
+        if data.get("host") not in hosts:
+            continue
+        if e.get("event") in ("runner_on_ok", "runner_on_failed") and data.get("task") in (
+            READ_TASK,
+            IB_READ_TASK,
+        ):
+            read = True
+            break
+        if first is None and e.get("event") in ("runner_on_failed", "runner_on_unreachable"):
+            task = str(data.get("task") or "")
+            first = f"{data.get('host')}: {task}: {failure_message(task, result_of(data))}"
+    if read:
+        return None
+    return "none of its hosts reached the read of its pair's record (the play was stopped first)" + (
+        f"; first failure: {first}" if first else ""
+    )
 
 
 def pair_result(pair: Pair, seen: RoundEvents) -> tuple[PairResult, bool]:
@@ -258,13 +335,21 @@ class AnsibleRounds:
         self.ib_results: list[PairResult] = []
         self.ib_skipped: list[tuple[Pair, str]] = []
         self.allreduce_off: list[tuple[Pair, tuple[str, ...]]] = []  # and its members without PyTorch
+        self.not_run: dict[int, str] = {}  # round index -> why its play measured nothing
 
     def __call__(self, round_: Round, /) -> Sequence[PairResult]:
         mapping = round_vars(
             round_, base_port=self.base_port, stage_id=self.stage_id, no_allreduce=self.no_allreduce
         )
         hosts = sorted(mapping, key=natural_key)
-        seen = read_round(self.play({"burnin_fabric_round": mapping}, hosts))
+        events = self.play({"burnin_fabric_round": mapping}, hosts)
+        why_not = round_not_run(events, set(hosts)) if hosts else None
+        if why_not is not None:
+            # Not measured: no pair of it is evidence (run_stage leaves them out), and nobody in it
+            # was found unreachable by a play that never got to them.
+            self.not_run[round_.index] = why_not
+            return []
+        seen = read_round(events)
         for host, msg in seen.unreachable.items():
             self.unreachable.setdefault(host, msg)
         for rec in seen.records.values():
@@ -330,7 +415,9 @@ def _attribution_notes(attribution: Attribution | None, label: str) -> list[str]
 class FabricStage:
     """The stage as it ran: what it measured, what attribution made of it, what the gate gets."""
 
-    status: str  # measured | skipped
+    # measured | skipped | incomplete (some round's play measured nothing: `not_run`; what the other
+    # rounds measured is attributed, and the hosts of the lost rounds are not accepted on it)
+    status: str
     hosts: tuple[str, ...]
     reason: str | None = None
     schedule: Schedule | None = None
@@ -347,10 +434,37 @@ class FabricStage:
     ib_off: str | None = None  # why no pair ran ib_write_bw at all (the SKU's fabric, the operator)
     # Pairs measured with ib_write_bw only, each with its members that have no PyTorch.
     allreduce_off: tuple[tuple[Pair, tuple[str, ...]], ...] = ()
+    not_run: dict[int, str] = field(default_factory=dict)  # round index -> why it measured nothing
+
+    def not_measured(self) -> dict[str, list[int]]:
+        """Per host, the rounds it was to be paired in whose play measured nothing."""
+        out: dict[str, list[int]] = {}
+        if self.schedule is None:
+            return out
+        for round_ in self.schedule.rounds:
+            if round_.index in self.not_run:
+                for pair in round_.pairs:
+                    for host in (pair.a, pair.b):
+                        out.setdefault(host, []).append(round_.index)
+        return out
 
     def reasons(self) -> dict[str, list[Reason]]:
-        """Per host, the gate's rejects from the stage: unreachable during it, or guilty."""
+        """Per host, the gate's rejects from the stage: unreachable during it, guilty, or (an
+        incomplete stage) not measured in a round whose play did not run: never a pass, never guilt."""
         out: dict[str, list[Reason]] = {}
+        for host, indexes in self.not_measured().items():
+            why = "; ".join(f"round {i + 1}: {self.not_run[i]}" for i in indexes)
+            out.setdefault(host, []).append(
+                Reason(
+                    "missing",
+                    FABRIC_CHECK,
+                    None,
+                    None,
+                    "measured in every fabric round",
+                    f"fabric: not measured in {len(indexes)} of the stage's rounds, not counted against "
+                    f"this host: {why}"[:500],
+                )
+            )
         for host, msg in self.unreachable.items():
             out.setdefault(host, []).append(
                 Reason(
@@ -388,9 +502,16 @@ class FabricStage:
 
     def gate_notes(self) -> list[str]:
         """What the gate's report says beside the rejects: suspect links and inconclusive hosts."""
-        if self.status != "measured":
+        if self.status not in ("measured", "incomplete"):
             return [f"fabric rounds not measured: {self.reason}"] if self.reason else []
-        notes = _attribution_notes(self.attribution, "fabric")
+        notes: list[str] = []
+        if self.status == "incomplete":
+            rounds = len(self.schedule.rounds) if self.schedule is not None else "?"
+            notes.append(
+                f"fabric rounds incomplete: {len(self.not_run)} of {rounds} round(s) measured nothing "
+                "(the notes below say why); no host is accepted on a round it was not measured in"
+            )
+        notes += _attribution_notes(self.attribution, "fabric")
         if self.allreduce_off:
             why = no_torch_pairs(self.allreduce_off)
             notes += _not_measured_notes([(pair, why) for pair, _ in self.allreduce_off], "fabric all-reduce")
@@ -451,7 +572,13 @@ class FabricStage:
     def summary(self) -> str:
         """One line for the run's text output."""
         a = self.attribution
-        if self.status != "measured" or self.schedule is None or (a is None and self.ib_attribution is None):
+        if self.status == "incomplete" and a is None and self.ib_attribution is None:
+            return f"fabric: incomplete, nothing measured: {self.reason}"
+        if (
+            self.status not in ("measured", "incomplete")
+            or self.schedule is None
+            or (a is None and self.ib_attribution is None)
+        ):
             return f"fabric: not measured: {self.reason}"
         done = [r.busbw_gbps for r in self.results if r.busbw_gbps is not None]
         median = None if a is None else a.rule.median_gbps
@@ -461,6 +588,8 @@ class FabricStage:
             + (f", median {median:.4g} GB/s" if median is not None else "")
             + f" ({self.seconds:.0f} s)"
         ]
+        if self.status == "incomplete":
+            parts.append(f"INCOMPLETE: {self.reason}")
         if self.allreduce_off:
             parts.append(f"all-reduce not measured in {len(self.allreduce_off)} pair(s) (no PyTorch)")
         if a is not None and a.guilty:
@@ -529,6 +658,7 @@ class FabricStage:
                 {"hosts": [p.a, p.b], "without_torch": list(lacking)} for p, lacking in self.allreduce_off
             ],
             "unreachable": dict(self.unreachable),
+            "not_run": {str(i): why for i, why in sorted(self.not_run.items())},
             "notes": list(self.notes),
             "backend": self.backend,
             "seconds": round(self.seconds, 3),
@@ -573,19 +703,34 @@ def run_stage(
             left_out=skipped_out,
             seconds=now() - t0,
         )
+    # A round whose play measured nothing (it never started, or was stopped before any pair was
+    # read) is no evidence: its pairs, which the schedule's reconciling made failed ones, are left
+    # out, and the stage is incomplete. What the other rounds measured stands.
+    not_run = dict(sorted(measure.not_run.items()))
+    results = tuple(r for r in ran.results if r.round not in not_run)
+    notes = [
+        *ran.notes,
+        *(f"round {i + 1} not measured, its pairs not counted: {why}" for i, why in not_run.items()),
+    ]
     # Pairs measured with ib_write_bw only (a member without PyTorch) are no evidence about the
     # all-reduce: its attribution judges the other pairs, and leaves out a host that had no other.
     off = {pair for pair, _ in measure.allreduce_off}
-    measured = [r for r in ran.results if r.pair not in off]
+    measured = [r for r in results if r.pair not in off]
     only_off = {h for pair in off for h in (pair.a, pair.b)} - set(_hosts_of(measured))
+    lost = set(measure.unreachable)
     attribution = None
     if measured:
+        # A host the lost rounds alone were to pair is not "never measured" by the attribution:
+        # the stage's reasons say it was not measured, and why.
+        in_measured = set(_hosts_of(measured))
+        only_lost = {h for h in ordered if h not in in_measured and _only_in(schedule, h, not_run)}
         attribution = attribute(
-            [h for h in ordered if h not in only_off],
+            [h for h in ordered if h not in only_off and h not in only_lost],
             measured,
             metric=FABRIC_METRIC,
             mad_k=mad_k,
             min_relative_margin=min_relative_margin,
+            lost=lost,
         )
     ib_results = tuple(measure.ib_results)
     ib_attribution = None
@@ -598,13 +743,21 @@ def run_stage(
             unit=IB_UNIT,
             mad_k=mad_k,
             min_relative_margin=min_relative_margin,
+            lost=lost,
         )
+    reason = None
+    if not_run:
+        reason = (
+            f"{len(not_run)} of {len(schedule.rounds)} round(s) measured nothing, their pairs not "
+            "counted: " + "; ".join(f"round {i + 1}: {why}" for i, why in not_run.items())
+        )[:600]
     return FabricStage(
-        "measured",
+        "incomplete" if not_run else "measured",
         ordered,
+        reason,
         schedule=schedule,
-        results=ran.results,
-        notes=ran.notes,
+        results=results,
+        notes=tuple(notes),
         attribution=attribution,
         unreachable=dict(measure.unreachable),
         left_out=skipped_out,
@@ -614,7 +767,14 @@ def run_stage(
         ib_attribution=ib_attribution,
         ib_skipped=tuple(measure.ib_skipped),
         allreduce_off=tuple(measure.allreduce_off),
+        not_run=not_run,
     )
+
+
+def _only_in(schedule: Schedule, host: str, rounds: Collection[int]) -> bool:
+    """Whether `host` is paired in some round, and every round that pairs it is one of `rounds`."""
+    paired = [r.index for r in schedule.rounds if any(host in p for p in r.pairs)]
+    return bool(paired) and all(i in rounds for i in paired)
 
 
 def _hosts_of(results: Sequence[PairResult]) -> list[str]:

@@ -49,7 +49,14 @@ from validation.fleetrun.events import (
     result_of,
     stopped_reasons,
 )
-from validation.fleetrun.fabric import NO_TORCH, AnsibleRounds, FabricStage, hosts_without_torch, run_stage
+from validation.fleetrun.fabric import (
+    NO_TORCH,
+    AnsibleRounds,
+    FabricStage,
+    hosts_without_torch,
+    recorded_without_torch,
+    run_stage,
+)
 from validation.fleetrun.hosts import MissingAnsibleError, ansible_tool, list_hosts
 from validation.fleetrun.rerun import FleetCollective, measure_fleet_collective
 from validation.gate import Reason
@@ -225,7 +232,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     fetched = sorted(results.glob("*.jsonl"))
     plays = _Plays(ansible_runner, opts, playbook.parent, roles, binary, extravars, private, say)
     kept = [h for h in expected if h not in ran] if opts.limit else []
-    no_torch = hosts_without_torch(events)
+    no_torch = hosts_without_torch(events) | kept_without_torch(results, kept)
     ib_runs = ib_write_bw_expected(opts)
     ready, left_out = fabric_ready(ran, hosts, fetched, problem, kept, no_torch, ib_runs=ib_runs)
     fleet_collective = None
@@ -243,6 +250,7 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
         fabric_s = time.perf_counter() - t_fabric
     if problem is None and _past(opts.deadline):
         problem = WALL_PROBLEM  # a later play was cut short: its pairs or all-reduce are partial
+    problem = later_problem(problem, plays.failures, fabric)
     run = FleetRun(
         expected=expected,
         hosts=hosts,
@@ -267,6 +275,24 @@ def run_fleet(opts: FleetRunOptions, say: Callable[[str], None] = lambda _: None
     )
     write_atomic(out / "fleet-run.json", json.dumps(run.as_dict(), indent=2) + "\n")
     return run
+
+
+def kept_without_torch(results: Path, kept: Sequence[str]) -> set[str]:
+    """The hosts a rerun (--limit) keeps whose results say they have no PyTorch: their burn-in play,
+    with its probe, is not in this run's events. Paired for the all-reduce, such a host would only
+    record its skip, and leave its partner waiting for it until --fabric-timeout every round."""
+    return {h for h in kept if recorded_without_torch(results / f"{h}.jsonl")}
+
+
+def later_problem(problem: str | None, failures: Sequence[str], fabric: FabricStage | None) -> str | None:
+    """The run's problem with what went wrong after the burn-in play: a later play that did not start
+    (past the deadline, ansible-runner refused it) and a fabric stage that did not measure every
+    round. Either leaves hosts unmeasured through no fault of theirs: the run did not finish."""
+    parts = [problem] if problem else []
+    parts += [f for f in failures if f not in parts]
+    if fabric is not None and fabric.status == "incomplete":
+        parts.append(f"the fabric stage is incomplete: {fabric.reason}")
+    return "; ".join(parts)[:1000] if parts else None
 
 
 def write_failure_records(results: Path, hosts: Mapping[str, HostRun]) -> list[str]:
@@ -350,8 +376,15 @@ def fabric_ready(
     they are paired too, so a rerun host has partners proven healthy and every host's figure comes
     from the same rounds."""
     with_results = {p.stem for p in fetched}
-    ready: list[str] = [h for h in kept if h in with_results and problem is None]
+    ready: list[str] = []
     left_out: dict[str, str] = {}
+    for host in kept:
+        if host not in with_results or problem is not None:
+            continue
+        if host in no_torch and not ib_runs:
+            left_out[host] = NO_TORCH
+        else:
+            ready.append(host)
     for host in ran:
         hr = hosts.get(host)
         if problem is not None:
@@ -432,7 +465,8 @@ def _seconds(value: object, default: int) -> int:
 @dataclass(frozen=True)
 class _Plays:
     """What every play of one fleet run shares; `run` plays one more (a fabric round, the fleet's
-    all-reduce after a rerun) and returns its events, none when ansible-runner cannot start it."""
+    all-reduce after a rerun) and returns its events, none when it cannot start (past the deadline,
+    ansible-runner refused it): `failures` then says which play and why, for the run's problem."""
 
     ansible_runner: Any
     opts: FleetRunOptions
@@ -442,12 +476,14 @@ class _Plays:
     extravars: Mapping[str, object]
     private: Path
     say: Callable[[str], None]
+    failures: list[str] = field(default_factory=list)
 
     def run(
         self, playbook: str, extravars: Mapping[str, object], limit: Sequence[str], timeout: int, what: str
     ) -> list[Mapping[str, Any]]:
         if _past(self.opts.deadline):
             self.say(f"{what}: not started, the run is past its deadline")
+            self.failures.append(f"{what}: not started, the run was past its deadline")
             return []  # the run reports WALL_PROBLEM: nothing of it is judged
         try:
             runner = _run_playbook(
@@ -464,6 +500,8 @@ class _Plays:
             )
         except self.ansible_runner.exceptions.AnsibleRunnerException as exc:
             self.say(f"{what}: ansible-runner could not start the play: {exc}")
+            # Nothing of it ran: a problem of the run, which must not read as the hosts' failure.
+            self.failures.append(clean(f"{what}: ansible-runner could not start the play: {exc}"))
             return []
         return list(runner.events)
 
@@ -537,7 +575,7 @@ def _fabric_stage(
         mad_k=opts.fabric_mad_k,
         min_relative_margin=opts.fabric_min_relative_margin,
     )
-    if ib_off is not None and stage.status == "measured":
+    if ib_off is not None and stage.status in ("measured", "incomplete"):
         stage = dataclasses.replace(stage, ib_off=ib_off)
     say(stage.summary())
     return stage

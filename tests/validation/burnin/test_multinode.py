@@ -264,6 +264,20 @@ def test_a_result_the_worker_wrote_is_kept_as_it_is(tmp_path: Path, monkeypatch:
     assert checks[0].metrics == {multinode.METRIC: 1.5}
 
 
+def test_a_launcher_that_fails_itself_exits_70_and_records_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Its log folder cannot be made (a file stands where it goes): any OSError of the launcher,
+    # ENOSPC or EACCES. Python's own exit 1 read as "wrong sum, record written".
+    path = results(tmp_path)
+    (tmp_path / "h0.raw").write_text("")
+    _pretend_torch(monkeypatch, [sys.executable, "-c", "raise SystemExit(0)"])
+    assert multinode.main(args(path)) == multinode.LAUNCHER_FAILED == 70
+    assert read_results(path).checks == []  # nothing that could be read back as a result
+    err = capsys.readouterr().err
+    assert "the launcher failed, nothing measured" in err and "Error" in err
+
+
 def test_no_results_file_and_bad_arguments_have_their_own_exit_codes(tmp_path: Path) -> None:
     assert multinode.main(args(tmp_path / "missing.jsonl")) == multinode.NO_RESULTS
     with pytest.raises(SystemExit) as exc:

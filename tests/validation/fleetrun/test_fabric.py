@@ -4,6 +4,7 @@ pairs, attribution, gate reasons and appended host figures are checked, through 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from fleet.results import CheckRecord, ResultsWriter, read_results
 from tests.conftest import ROOT
 from tests.validation.fleetrun.helpers import (
     HOSTS,
+    RUN,
     empty_results,
     failed,
     flat_tasks,
@@ -409,3 +411,159 @@ def test_a_stage_without_ib_write_bw_says_why_in_its_summary_and_record() -> Non
     stage = dataclasses.replace(healthy, ib_off="cpu's fabric has no RDMA NICs")
     assert "ib_write_bw not run: cpu's fabric has no RDMA NICs" in stage.summary()
     assert stage.as_dict()["ib_write_bw"]["off"] == "cpu's fabric has no RDMA NICs"  # type: ignore[index]
+
+
+class LostRounds(FakeFleet):
+    """A healthy fleet whose later rounds measure nothing: from the second round on, the play never
+    starts (no events: past the run's deadline, ansible-runner refused it) or, in the third, is
+    stopped after starting the pairs, before any pair's record is read."""
+
+    def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+        events = super().__call__(extravars, limit)
+        if len(self.calls) == 2:
+            return []
+        if len(self.calls) == 3:
+            return [ok(h, START_TASK, ansible_job_id="j1") for h in limit]
+        return events
+
+
+def test_a_round_whose_play_did_not_run_blames_no_host_and_accepts_none(tmp_path: Path) -> None:
+    results = empty_results(tmp_path)
+    stage = stage_of(LostRounds({h: 1.0 for h in HOSTS}))
+    # Before: every pair of rounds 2 and 3 was a failed pair, and every host was guilty.
+    assert stage.status == "incomplete" and stage.not_run.keys() == {1, 2}
+    assert stage.attribution is not None and stage.attribution.guilty == ()
+    assert {r.round for r in stage.results} == {0} and all(r.busbw_gbps == 1.0 for r in stage.results)
+    assert "round 2: its play did not run" in (stage.reason or "")
+    assert "round 3: none of its hosts reached the read" in (stage.reason or "")
+    assert any(n.startswith("round 2 not measured") for n in stage.notes)
+    reasons = stage.reasons()
+    assert sorted(reasons) == HOSTS
+    for host in HOSTS:
+        (reason,) = reasons[host]
+        assert reason.rule == "missing" and reason.check == FABRIC_CHECK
+        assert reason.message.startswith("fabric: not measured in 2 of the stage's rounds")
+    assert stage.gate_notes()[0].startswith("fabric rounds incomplete: 2 of 3 round(s)")
+    assert "INCOMPLETE" in stage.summary() and "guilty" not in stage.summary()
+    # The files: what round 1 measured is kept, as a record that is no pass and no fail.
+    assert stage.write_host_records(results) == HOSTS
+    for host in HOSTS:
+        (fig,) = [c for c in read_results(results / f"{host}.jsonl").checks if c.check == FABRIC_CHECK]
+        assert fig.status == "error" and fig.metrics[FABRIC_METRIC] == 1.0
+        assert "not counted against this host" in (fig.reason or "")
+    # The gate accepts no host on a stage that did not measure it, and blames none.
+    run, gate = judged(stage, results, tmp_path)
+    for v in gate.nodes:
+        fabric = [r for r in v.reasons if r.check == FABRIC_CHECK or r.metric == FABRIC_METRIC]
+        assert fabric and {r.rule for r in fabric} <= {"missing", "error"}, (v.node, fabric)
+    assert run.as_dict()["fabric"]["not_run"].keys() == {"1", "2"}  # type: ignore[index]
+
+
+def test_a_round_where_nothing_ran_at_all_leaves_every_host_unmeasured() -> None:
+    stage = stage_of(lambda extravars, limit: [])  # no play started: ansible-runner refused each
+    assert stage.status == "incomplete" and stage.attribution is None and stage.results == ()
+    assert stage.summary().startswith("fabric: incomplete, nothing measured:")
+    assert sorted(stage.reasons()) == HOSTS
+    assert all(r.rule == "missing" for rs in stage.reasons().values() for r in rs)
+
+
+def test_a_host_lost_in_the_last_round_is_no_witness_against_its_partner() -> None:
+    # h3 is lost in round 3, when paired with h1; h1 was also slow with h0 once (a noisy pair).
+    # Before, h1's two bad pairs with partners fast elsewhere made it guilty of repeated links.
+    class Noisy(FakeFleet):
+        def __call__(self, extravars: Mapping[str, object], limit: Sequence[str]) -> list[dict[str, Any]]:
+            events = super().__call__(extravars, limit)
+            mapping = extravars["burnin_fabric_round"]
+            assert isinstance(mapping, dict)
+            for e in events:
+                host = e["event_data"]["host"]
+                if mapping[host]["members"] == "h0,h1" and e["event"] == "runner_on_ok":
+                    e["event_data"]["res"]["stdout"] = record(host, busbw=0.5)
+            return events
+
+    stage = stage_of(Noisy({h: 1.0 for h in HOSTS}, dead=["h3"], from_round=3))
+    assert stage.schedule is not None
+    assert [p for p in stage.schedule.rounds[2].pairs if "h3" in p] == [Pair.of("h1", "h3")]
+    assert stage.unreachable.keys() == {"h3"}
+    assert stage.attribution is not None and "h1" not in stage.attribution.guilty_hosts
+    assert "h1" not in stage.reasons()
+
+
+def test_a_launcher_that_failed_is_named_and_its_pair_not_measured() -> None:
+    seen = read_round(
+        [
+            failed("h1", WAIT_TASK, rc=70, msg="non-zero return code", stderr="OSError: [Errno 28] No space"),
+            ok("h0", READ_TASK, stdout=record("h0", "error", reason="no result within 120 s")),
+        ]
+    )
+    result, skip = pair_result(Pair.of("h0", "h1"), seen)
+    assert result.busbw_gbps is None and not skip
+    assert "h1: Wait for the all-reduce of the pair: the all-reduce launcher failed (exit 70)" in (
+        result.reason or ""
+    )
+    assert "No space" in (result.reason or "")
+
+
+def test_only_what_the_launcher_appended_is_read_as_the_pairs_record() -> None:
+    # The role prints the bytes appended after its copy of the node's results: nothing where the
+    # launcher wrote no record, never an older line; the record is the last line printed.
+    older = record("h0", busbw=9.87)
+    seen = read_round([ok("h0", READ_TASK, stdout=""), ok("h1", READ_TASK, stdout=f"{older}\n")])
+    assert "no record of the pair's all-reduce was written" in seen.problems["h0"]
+    assert seen.records["h1"].metrics[MULTINODE_METRIC] == 9.87
+    tasks = {
+        t["name"]: t
+        for t in flat_tasks(yaml.safe_load((ROOT / "roles/burnin/tasks/fabric_round.yml").read_text()))
+    }
+    copy = tasks["Copy the node's results for the pair's record"]
+    assert copy["register"] == "burnin_fabric_copy"
+    argv = tasks[READ_TASK]["ansible.builtin.command"]["argv"]
+    assert argv[:3] == ["tail", "-c", "+{{ (burnin_fabric_copy.size | int) + 1 }}"]
+
+
+def test_the_launchers_exit_and_skip_the_controller_reads_agree() -> None:
+    from validation.burnin import multinode
+    from validation.fleetrun import fabric
+
+    assert multinode.LAUNCHER_FAILED == fabric.LAUNCHER_FAILED == 70
+    why = multinode.skip_reason(False, "h0", ["h0", "h1"], None, "/opt/fleetforge/venv")
+    assert why is not None and why.startswith(fabric.NO_TORCH_SKIP)
+
+
+def test_a_kept_host_whose_results_say_it_has_no_pytorch_is_not_paired_for_the_all_reduce(
+    tmp_path: Path,
+) -> None:
+    from validation.burnin import multinode
+    from validation.fleetrun.fabric import NO_TORCH
+    from validation.fleetrun.run import kept_without_torch
+
+    results = empty_results(tmp_path)
+    # h3's earlier burn-in found no PyTorch: its all-reduce across nodes is the launcher's skip.
+    why = multinode.skip_reason(False, "h3", HOSTS, None, "/opt/fleetforge/venv")
+    with ResultsWriter(results / "h3.jsonl") as writer:
+        writer.append(
+            CheckRecord.model_validate(
+                {
+                    **RUN,
+                    "node": "h3",
+                    "check": MULTINODE_CHECK,
+                    "status": "skip",
+                    "reason": why,
+                    "duration_s": 0.0,
+                }
+            )
+        )
+    with ResultsWriter(results / "h2.jsonl") as writer:  # measured: it has PyTorch
+        writer.append(CheckRecord.model_validate(json.loads(record("h2", busbw=1.0))))
+    assert kept_without_torch(results, ["h2", "h3"]) == {"h3"}
+    # A rerun of h0 and h1, keeping h2 and h3: h3 is left out with the reason, not paired.
+    runs = {h: HostRun(h) for h in ("h0", "h1")}
+    fetched = sorted(results.glob("*.jsonl"))
+    no_torch = kept_without_torch(results, ["h2", "h3"])
+    ready, left_out = fabric_ready(["h0", "h1"], runs, fetched, None, kept=["h2", "h3"], no_torch=no_torch)
+    assert ready == ["h2", "h0", "h1"] and left_out == {"h3": NO_TORCH}
+    # Where ib_write_bw measures, it is paired for that alone, never for the all-reduce.
+    ready, left_out = fabric_ready(
+        ["h0", "h1"], runs, fetched, None, kept=["h2", "h3"], no_torch=no_torch, ib_runs=True
+    )
+    assert "h3" in ready and left_out == {}

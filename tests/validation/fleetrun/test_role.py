@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from fleet.results import ResultsWriter
@@ -212,3 +213,88 @@ def test_a_node_that_renames_itself_in_returned_facts_writes_no_file_on_the_cont
         landed = sorted(str(p.relative_to(tmp_path)) for p in on_controller)
         assert landed == ["controller/results/h0.jsonl"], landed
         assert (fetched / "h0.jsonl").read_text() == "h0's own results\n"
+
+
+def _one_round(tmp_path: Path, venvs: dict[str, str], stale: str) -> list[dict[str, Any]]:
+    """playbooks/fabric-round.yml for real on hosts that are this machine, all-reduce pairs of the
+    hosts in order (h0-h1, h2-h3), each host with its own `burnin_venv`; every node's results end
+    with `stale`, an older all-reduce record of its own. The play's events."""
+    import ansible_runner
+
+    from fleet.results import RunRecord
+    from tests.local_play import local_hosts
+    from validation.fleetrun.run import FABRIC_PLAYBOOK, ansible_env
+
+    hosts: dict[str, dict[str, Any]] = {}
+    for name, venv in venvs.items():
+        results = tmp_path / name
+        with ResultsWriter(results / f"{name}.jsonl") as writer:
+            writer.append(RunRecord.model_validate({**RUN, "node": name, "checks": []}))
+        with (results / f"{name}.jsonl").open("a") as fh:
+            fh.write(stale.replace('"h0"', f'"{name}"') + "\n")
+        hosts[name] = {"burnin_results_dir": str(results), "ansible_become": False, "burnin_venv": venv}
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": local_hosts(hosts)}}))
+    (tmp_path / "ansible").mkdir()
+    names = list(venvs)
+    mapping: dict[str, dict[str, object]] = {}
+    for i in range(0, len(names), 2):
+        a, b = names[i], names[i + 1]
+        pair = {"members": f"{a},{b}", "endpoint_host": a, "port": 29990 + i, "rdzv_id": f"t-r0-p{i}"}
+        mapping[a] = mapping[b] = {**pair, "allreduce": True}
+    runner = ansible_runner.run(
+        private_data_dir=str(tmp_path / "ansible"),
+        project_dir=str(ROOT / "playbooks"),
+        playbook=FABRIC_PLAYBOOK,
+        inventory=str(inventory),
+        roles_path=[str(ROOT / "roles")],
+        extravars={"burnin_fabric_round": mapping, "burnin_fabric_ib": False, "burnin_fabric_timeout_s": 30},
+        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+        quiet=True,
+    )
+    return list(runner.events)
+
+
+def test_the_pairs_record_is_only_what_its_launcher_appended_never_an_older_line(tmp_path: Path) -> None:
+    """A launcher that exits 0 without a record (it should never, but a stand-in python here does):
+    the read gives nothing, where `tail -n 1` gave the node's older whole-fleet all-reduce, read
+    back as this pair's figure."""
+    from tests.validation.fleetrun.helpers import record
+    from validation.fleetrun.fabric import read_round
+
+    fake = tmp_path / "venv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    venv = str(tmp_path / "venv")
+    events = _one_round(tmp_path, {"h0": venv, "h1": venv}, record("h0", busbw=9.87))
+    seen = read_round(events)
+    assert seen.records == {}, seen.records
+    assert set(seen.problems) == {"h0", "h1"}
+    assert all("no record of the pair's all-reduce was written" in p for p in seen.problems.values())
+
+
+def test_a_launcher_that_fails_itself_leaves_its_pair_not_measured(tmp_path: Path) -> None:
+    """The real launcher, failing before it starts any rank (a file stands where its log folder
+    goes): exit 70, which the play does not take as "wrong sum, record written", so nothing is
+    read back, least of all the node's older all-reduce record."""
+    import importlib.util
+
+    from tests.validation.fleetrun.helpers import record
+    from validation.fleetrun.fabric import WAIT_TASK, read_round
+
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("PyTorch is not installed: the launcher would record a skip before it fails")
+    for name in ("h0", "h1"):
+        (tmp_path / name / "fabric").mkdir(parents=True)
+        (tmp_path / name / "fabric" / f"{name}.raw").write_text("")
+    events = _one_round(tmp_path, {"h0": sys.prefix, "h1": sys.prefix}, record("h0", busbw=9.87))
+    failed = {
+        e["event_data"]["host"]: e["event_data"]["res"].get("rc")
+        for e in events
+        if e["event"] == "runner_on_failed" and e["event_data"].get("task") == WAIT_TASK
+    }
+    assert failed == {"h0": 70, "h1": 70}, failed
+    seen = read_round(events)
+    assert seen.records == {}
+    assert all("the all-reduce launcher failed (exit 70)" in p for p in seen.problems.values())

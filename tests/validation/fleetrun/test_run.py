@@ -416,3 +416,43 @@ def test_cli_says_an_unusable_out_folder_is_a_usage_error(
     blocker.write_text("")
     code, text = _cli(["-i", str(inv), "--out", str(blocker / "out")], capsys)
     assert code == exitcodes.USAGE and "--out" in text and "cannot prepare it" in text
+
+
+def test_a_play_that_could_not_start_is_the_runs_problem_never_the_hosts(tmp_path: Path) -> None:
+    """ansible-runner refusing a fabric round's play (or the deadline passing before it): the rounds
+    measured nothing, so the stage is incomplete, no host is guilty, and the run has a problem."""
+    from validation.fleetrun.run import _fabric_stage, _Plays, later_problem
+
+    class Refused(Exception):
+        pass
+
+    def refuse(**kw: Any) -> None:
+        raise Refused("no such playbook")
+
+    ansible_runner = SimpleNamespace(run=refuse, exceptions=SimpleNamespace(AnsibleRunnerException=Refused))
+    opts = FleetRunOptions(inventory=tmp_path / "inv.yml", out_dir=tmp_path, sku="cpu")
+    said: list[str] = []
+    plays = _Plays(
+        ansible_runner, opts, tmp_path, tmp_path, tmp_path / "ansible-playbook", {}, tmp_path, said.append
+    )
+    stage = _fabric_stage(plays, ["h0", "h1", "h2", "h3"], {})
+    assert stage.status == "incomplete" and stage.attribution is None
+    assert all(r.rule == "missing" for rs in stage.reasons().values() for r in rs)
+    assert (
+        len(plays.failures) == 3
+        and "fabric round 1: ansible-runner could not start the play" in plays.failures[0]
+    )
+    problem = later_problem(None, plays.failures, stage)
+    assert problem is not None and "could not start the play: no such playbook" in problem
+    assert "the fabric stage is incomplete" in problem
+    # Past the deadline no play starts, and the run says which did not.
+    late = _Plays(
+        ansible_runner, dataclasses.replace(opts, deadline=time.monotonic() - 1), tmp_path, tmp_path,
+        tmp_path / "ansible-playbook", {}, tmp_path, said.append,
+    )  # fmt: skip
+    assert late.run("fabric-round.yml", {}, ["h0"], 10, "fabric round 2") == []
+    assert late.failures == ["fabric round 2: not started, the run was past its deadline"]
+    assert later_problem("cut short", late.failures, None) == (
+        "cut short; fabric round 2: not started, the run was past its deadline"
+    )
+    assert later_problem(None, [], None) is None
