@@ -96,28 +96,22 @@ class GcpRecreate(Action):
             f"refused before the recreate (nothing recreated) if get returns an id other than "
             f"{ids.gce_instance_id}, the machine judged: it has been recreated since",
         )
+        where: dict[str, str | None]
         if ids.gce_mig_region:
-            return Call(
-                sdk="google-cloud-compute",
-                target=REGIONAL,
-                method="recreate_instances",
-                params={
-                    "project": ids.gce_project,
-                    "region": ids.gce_mig_region,
-                    "instance_group_manager": ids.gce_mig,
-                    "region_instance_group_managers_recreate_request_resource": body,
-                },
-                filled_at_run_time=refusal,
-            )
+            target, where = REGIONAL, {"region": ids.gce_mig_region}
+            request = "region_instance_group_managers_recreate_request_resource"
+        else:
+            target, where = ZONAL, {"zone": ids.gce_zone}
+            request = "instance_group_managers_recreate_instances_request_resource"
         return Call(
             sdk="google-cloud-compute",
-            target=ZONAL,
+            target=target,
             method="recreate_instances",
             params={
                 "project": ids.gce_project,
-                "zone": ids.gce_zone,
+                **where,
                 "instance_group_manager": ids.gce_mig,
-                "instance_group_managers_recreate_instances_request_resource": body,
+                request: body,
             },
             filled_at_run_time=refusal,
         )

@@ -120,18 +120,34 @@ def test_the_operators_environment_is_laid_over_the_fabrics_never_replacing_it()
         assert _render(task["environment"], variables) == {**fabric, **operator}, task["name"]
 
 
+def _fabric_play(tmp_path: Path, inventory: Path, extravars: dict[str, Any]) -> Any:
+    """playbooks/fabric-round.yml through ansible-runner, as the fleet run starts it."""
+    import ansible_runner
+
+    from validation.fleetrun.run import FABRIC_PLAYBOOK, ansible_env
+
+    return ansible_runner.run(
+        private_data_dir=str(tmp_path / "ansible"),
+        project_dir=str(ROOT / "playbooks"),
+        playbook=FABRIC_PLAYBOOK,
+        inventory=str(inventory),
+        roles_path=[str(ROOT / "roles")],
+        extravars=extravars,
+        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
+        quiet=True,
+    )
+
+
 def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path: Path) -> None:
     """playbooks/fabric-round.yml for real (ansible-runner, as the fleet run starts it) on two hosts
     that are this machine: a pair the controller marks `allreduce` false starts no all-reduce, and
     still probes and runs its ib_write_bw step, whose record the controller reads back. The HCA
     named for the pairs is on no machine, so both sides record a skip, with or without perftest."""
-    import ansible_runner
 
     from fleet.results import RunRecord
     from tests.local_play import local_hosts
     from validation.fabric.model import Pair
     from validation.fleetrun.fabric import START_TASK, ib_pair_result, read_round
-    from validation.fleetrun.run import FABRIC_PLAYBOOK, ansible_env
 
     hosts = {}
     for name in ("h0", "h1"):
@@ -149,20 +165,15 @@ def test_a_pair_without_its_all_reduce_still_runs_its_ib_write_bw_step(tmp_path:
         "rdzv_id": "t-r0-p0",
         "allreduce": False,
     }
-    runner = ansible_runner.run(
-        private_data_dir=str(tmp_path / "ansible"),
-        project_dir=str(ROOT / "playbooks"),
-        playbook=FABRIC_PLAYBOOK,
-        inventory=str(inventory),
-        roles_path=[str(ROOT / "roles")],
-        extravars={
+    runner = _fabric_play(
+        tmp_path,
+        inventory,
+        {
             "burnin_venv": sys.prefix,
             "burnin_fabric_round": {"h0": pair, "h1": pair},
             "burnin_fabric_ib_timeout_s": 30,
             "burnin_fabric_ib_devices": "fleetforge-no-such-hca",
         },
-        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
-        quiet=True,
     )
     events = list(runner.events)
     assert runner.status == "successful", runner.stdout.read()[-3000:]
@@ -219,11 +230,9 @@ def _one_round(tmp_path: Path, venvs: dict[str, str], stale: str) -> list[dict[s
     """playbooks/fabric-round.yml for real on hosts that are this machine, all-reduce pairs of the
     hosts in order (h0-h1, h2-h3), each host with its own `burnin_venv`; every node's results end
     with `stale`, an older all-reduce record of its own. The play's events."""
-    import ansible_runner
 
     from fleet.results import RunRecord
     from tests.local_play import local_hosts
-    from validation.fleetrun.run import FABRIC_PLAYBOOK, ansible_env
 
     hosts: dict[str, dict[str, Any]] = {}
     for name, venv in venvs.items():
@@ -242,15 +251,10 @@ def _one_round(tmp_path: Path, venvs: dict[str, str], stale: str) -> list[dict[s
         a, b = names[i], names[i + 1]
         pair = {"members": f"{a},{b}", "endpoint_host": a, "port": 29990 + i, "rdzv_id": f"t-r0-p{i}"}
         mapping[a] = mapping[b] = {**pair, "allreduce": True}
-    runner = ansible_runner.run(
-        private_data_dir=str(tmp_path / "ansible"),
-        project_dir=str(ROOT / "playbooks"),
-        playbook=FABRIC_PLAYBOOK,
-        inventory=str(inventory),
-        roles_path=[str(ROOT / "roles")],
-        extravars={"burnin_fabric_round": mapping, "burnin_fabric_ib": False, "burnin_fabric_timeout_s": 30},
-        envvars={**ansible_env(), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"},
-        quiet=True,
+    runner = _fabric_play(
+        tmp_path,
+        inventory,
+        {"burnin_fabric_round": mapping, "burnin_fabric_ib": False, "burnin_fabric_timeout_s": 30},
     )
     return list(runner.events)
 
