@@ -318,20 +318,24 @@ def _lost_midway(judged: Sequence[JudgedPair]) -> set[str]:
     """Hosts that look lost during the rounds even where nobody said so (a pairs file, a simulated
     fabric): they completed pairs, then failed every pair from some round on, in two rounds at
     least. Their partners in those rounds were fine or not, the pairs cannot say: such a host is no
-    witness. Pairs of an all-failed round ("round") are the round's, not the host's."""
-    by_host: dict[str, list[tuple[int, bool]]] = {}
+    witness. Pairs of an all-failed round ("round") are the round's, not the host's. A failed pair
+    counts toward that only when its partner completed a pair of its own: failing with hosts that
+    complete nothing (a dead HCA) says nothing about this host, and must not take a healthy
+    witness away from them."""
+    completed_any = {h for j in judged if j.result.completed for h in (j.result.pair.a, j.result.pair.b)}
+    by_host: dict[str, list[tuple[int, bool, str]]] = {}
     for j in judged:
         r = j.result
         if r.round is None or (j.verdict == "round" and not r.completed):
             continue
-        for h in (r.pair.a, r.pair.b):
-            by_host.setdefault(h, []).append((r.round, r.completed))
+        for h, partner in ((r.pair.a, r.pair.b), (r.pair.b, r.pair.a)):
+            by_host.setdefault(h, []).append((r.round, r.completed, partner))
     lost: set[str] = set()
     for h, seen in by_host.items():
         seen.sort()
         trailing = 0
-        for _, completed in reversed(seen):
-            if completed:
+        for _, completed, partner in reversed(seen):
+            if completed or partner not in completed_any:
                 break
             trailing += 1
         if MIN_PARTNERS_FOR_GUILT <= trailing < len(seen):

@@ -4,6 +4,7 @@ real schedule, with a seeded RNG."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -372,3 +373,16 @@ def test_a_host_lost_midway_never_gets_a_healthy_one_rejected() -> None:
                 if wrong:
                     blamed.append((n, rounds, seed, bad, gone, sorted(wrong)))
     assert blamed == []
+
+
+def test_two_dead_hosts_are_guilty_whoever_they_met_last() -> None:
+    # A healthy host whose last two partners were the dead ones fails its last two pairs: that is
+    # not being lost midway, and it stays their witness. Every pair of dead hosts among 8, 3 rounds.
+    names = hosts(8)
+    escaped = [
+        (dead, seed)
+        for dead in itertools.combinations(names, 2)
+        for seed in range(3)
+        if not set(dead) <= set(stage(8, seed=seed, dead=frozenset(dead)).guilty_hosts)
+    ]
+    assert escaped == []
