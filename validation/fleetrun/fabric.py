@@ -250,6 +250,11 @@ def round_not_run(events: Sequence[Mapping[str, Any]], hosts: Collection[str]) -
         ):
             read = True
             break
+        if e.get("event") == "runner_on_unreachable":
+            # The play ran and lost a host (a pair of one round: its partner then fails before the
+            # read): the host's fault, which read_round names, not the round's.
+            read = True
+            break
         if first is None and e.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             task = str(data.get("task") or "")
             first = f"{data.get('host')}: {task}: {failure_message(task, result_of(data))}"

@@ -567,3 +567,14 @@ def test_a_kept_host_whose_results_say_it_has_no_pytorch_is_not_paired_for_the_a
         ["h0", "h1"], runs, fetched, None, kept=["h2", "h3"], no_torch=no_torch, ib_runs=True
     )
     assert "h3" in ready and left_out == {}
+
+
+def test_a_pair_of_one_round_that_loses_a_host_ran_and_names_the_lost_host() -> None:
+    # Two hosts, one pair a round: h0 is lost, so h1 fails before the read of the pair's record and
+    # no host reaches it. The round ran; h0 is the one rejected, as unreachable, and h1 is not.
+    stage = stage_of(FakeFleet({"h0": 25.0, "h1": 25.0}, dead=["h0"]), hosts=["h0", "h1"])
+    assert stage.status == "measured" and stage.not_run == {}, (stage.status, stage.not_run)
+    assert stage.unreachable.keys() == {"h0"}
+    reasons = stage.reasons()
+    assert "unreachable during the fabric rounds" in reasons["h0"][0].message
+    assert "h1" not in reasons
