@@ -321,6 +321,12 @@ class _Loop:
         # Judged as measured only when the same machines stand under the same names (a file gone
         # since is judged missing: a reject, never an accept).
         resumed = earlier is not None and earlier["burned"] == burn and earlier["instances"] == instances
+        if resumed and any(
+            not (results / f"{h}.jsonl").is_file() and not Path(self.rec.results[h]).is_file() for h in kept
+        ):
+            # A kept host's results are gone: the round is burned in again, and every kept copy
+            # starts over from its source, none keeping what the discarded run appended to it.
+            resumed = False
         try:
             if results.exists() and not resumed:
                 shutil.rmtree(results)  # an interrupted attempt's files are never judged

@@ -468,6 +468,36 @@ def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
     assert outcome.status == "ready" and "node1" not in outcome.result.fleet.accepted  # type: ignore[union-attr]
 
 
+def test_a_resume_that_burns_the_round_again_starts_every_kept_copy_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from validation.bringup import loop
+
+    # The interrupted round 2 appended a failed pair to kept node1's copy; before the resume, kept
+    # node3's results are gone (copy and source): the round is burned in again, and node1 is judged
+    # on its clean round-1 file plus what the new run adds, not on the discarded run's record.
+    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4", "node5"], fabric_failed={2: {"node1"}})
+    judge = loop.decide
+    calls: list[int] = []
+
+    def interrupted_at_round_two(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return judge(*args, **kw)
+
+    monkeypatch.setattr(loop, "decide", interrupted_at_round_two)
+    with pytest.raises(KeyboardInterrupt):
+        run(fleet, tmp_path)
+    monkeypatch.setattr(loop, "decide", judge)
+    (tmp_path / "round-2" / "results" / "node3.jsonl").unlink()
+    (tmp_path / "round-1" / "results" / "node3.jsonl").unlink()
+    run(fleet, tmp_path, resume=True)
+    assert fleet.runs[:2] == [(), ("node4",)] and len(fleet.runs) >= 3  # round 2 burned in again
+    r2 = on_disk(tmp_path)["rounds"][1]
+    assert "node1" in r2["kept"] and "node1" not in r2["rejected"], r2["verdicts"]
+
+
 def test_what_a_round_found_on_a_kept_host_is_judged_then_and_in_the_rounds_after(tmp_path: Path) -> None:
     # Round 2: node4 is as slow as node2 was, and the fabric rounds lose kept node1. Two rejects in
     # a fleet of three are a pattern, not replaced: round 3 keeps both and must judge node1 on what
