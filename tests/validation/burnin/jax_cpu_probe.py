@@ -51,6 +51,7 @@ def main() -> None:
     small, big = jnp.ones((64, 64), jnp.float32), jnp.ones((1024, 1024), jnp.float32)
     args = [jax.device_put(big if i == 2 else small, d) for i, d in enumerate(backend.devices)]
     seconds, iters = backend._timed(jax.jit(lambda a: a @ a), args, 0.05)
+    allreduce = backend.allreduce(1 << 12, 3)
     try:
         JaxBackend(ctx("cpu"), jax=jax)
         refused = ""
@@ -65,6 +66,7 @@ def main() -> None:
                 "timed": {"seconds": seconds, "iters": iters},
                 "refused": refused,
                 "host_device": host_device,
+                "allreduce": allreduce,
                 "reads": len(spy.read),
                 "distinct_reads": len({id(x) for x in spy.read}),
             }

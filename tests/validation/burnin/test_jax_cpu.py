@@ -69,3 +69,11 @@ def test_device_to_host_reads_a_new_array_each_time(probe: dict[str, Any]) -> No
     devices = probe["host_device"]["devices"]
     assert [d["device"] for d in devices] == [0, 1, 2, 3]
     assert all(d["h2d_gbps"] > 0 and d["d2h_gbps"] > 0 for d in devices)
+
+
+def test_the_chips_all_reduce_with_the_jax_installed(probe: dict[str, Any]) -> None:
+    # Every chip holds its rank + 1: after psum each holds 1 + 2 + 3 + 4 = 10, on whatever JAX the
+    # node installed (device_put_sharded, which this once used, is gone from current JAX).
+    allreduce = probe["allreduce"]
+    assert allreduce["impl"] == "jax-psum" and allreduce["world"] == 4 and allreduce["correct"] is True
+    assert allreduce["bytes"] == 1 << 12 and len(allreduce["times_s"]) == 3

@@ -227,7 +227,10 @@ class JaxBackend(HostProbe):
         count = (nbytes or DEFAULT_ALLREDUCE_BYTES) // 4
         x = jnp.stack([jnp.full((count,), float(r + 1), dtype=jnp.float32) for r in range(world)])
         psum = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", devices=self.devices)
-        xs = jax.device_put_sharded(list(x), self.devices)
+        # One row on each chip. jax.device_put_sharded is gone from current JAX (0.10 raises
+        # AttributeError): a NamedSharding over the chips places the rows as it did.
+        mesh = jax.sharding.Mesh(np.array(self.devices), ("i",))
+        xs = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("i")))
         psum(xs).block_until_ready()
         times = []
         for _ in range(iters):
