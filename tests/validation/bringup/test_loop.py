@@ -441,12 +441,13 @@ def test_an_interruption_after_a_finished_burn_in_judges_it_on_resume_without_ru
     assert outcome.status in ("ready", "budget-spent", "waiting"), outcome.reason
 
 
-def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
+def _kept_node1_failed_then_interrupted_at_round_twos_gate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> FakeFleet:
+    """Round 2 burns in node4 alone (node2 was slow); its fabric rounds find kept node1 failing
+    with every partner, appended to node1's copy; the run is interrupted at round 2's gate."""
     from validation.bringup import loop
 
-    # Round 2 burns in node4 alone; its fabric rounds find kept node1 failing with every partner.
     fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4", "node5"], fabric_failed={2: {"node1"}})
     judge = loop.decide
     calls: list[int] = []
@@ -461,6 +462,14 @@ def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
     with pytest.raises(KeyboardInterrupt):
         run(fleet, tmp_path)
     monkeypatch.setattr(loop, "decide", judge)
+    return fleet
+
+
+def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Round 2 burns in node4 alone; its fabric rounds find kept node1 failing with every partner.
+    fleet = _kept_node1_failed_then_interrupted_at_round_twos_gate(tmp_path, monkeypatch)
     outcome = run(fleet, tmp_path, resume=True)
     assert fleet.runs[:2] == [(), ("node4",)] and ("node4",) not in fleet.runs[2:]  # judged, not redone
     r2 = on_disk(tmp_path)["rounds"][1]
@@ -471,25 +480,10 @@ def test_what_a_round_found_on_a_kept_host_survives_a_resume_at_its_gate(
 def test_a_resume_that_burns_the_round_again_starts_every_kept_copy_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from validation.bringup import loop
-
     # The interrupted round 2 appended a failed pair to kept node1's copy; before the resume, kept
     # node3's results are gone (copy and source): the round is burned in again, and node1 is judged
     # on its clean round-1 file plus what the new run adds, not on the discarded run's record.
-    fleet = FakeFleet(list(NODES), slow={"node2"}, spares=["node4", "node5"], fabric_failed={2: {"node1"}})
-    judge = loop.decide
-    calls: list[int] = []
-
-    def interrupted_at_round_two(*args: Any, **kw: Any) -> Any:
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return judge(*args, **kw)
-
-    monkeypatch.setattr(loop, "decide", interrupted_at_round_two)
-    with pytest.raises(KeyboardInterrupt):
-        run(fleet, tmp_path)
-    monkeypatch.setattr(loop, "decide", judge)
+    fleet = _kept_node1_failed_then_interrupted_at_round_twos_gate(tmp_path, monkeypatch)
     (tmp_path / "round-2" / "results" / "node3.jsonl").unlink()
     (tmp_path / "round-1" / "results" / "node3.jsonl").unlink()
     run(fleet, tmp_path, resume=True)
