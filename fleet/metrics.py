@@ -33,6 +33,10 @@ MULTINODE_CHECK = "multinode_collectives"
 MULTINODE_METRIC = "multinode_allreduce_busbw_gbps"
 FABRIC_CHECK = "fabric_pairs"
 FABRIC_METRIC = "fabric_pair_busbw_gbps"
+# The all-reduce launcher's exit when it failed itself (EX_SOFTWARE: what it may have left is not a
+# result), and how its skip on a node without PyTorch begins: the controller reads both.
+MULTINODE_LAUNCHER_FAILED = 70
+MULTINODE_NO_TORCH = "PyTorch is not installed in fleetforge's environment"
 # The pairs' RDMA write bandwidth on InfiniBand / RoCE fleets with perftest: the node-side record of
 # validation/burnin/pairbw.py, and the host's figure over its pairs beside FABRIC_METRIC.
 FABRIC_IB_CHECK = "fabric_pair_ib_write"

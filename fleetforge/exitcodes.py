@@ -1,5 +1,7 @@
 """Exit codes, stable for CI. Documented in docs/exit-codes.md; change both together."""
 
+import errno
+
 OK = 0
 REJECTED = 1  # burn-in: a check failed its floor; gate: a node was rejected
 INCOMPLETE = 2  # burn-in: a check errored or timed out; gate: results missing or unreadable
@@ -16,3 +18,9 @@ INTERRUPTED = 130
 
 # A verdict (burn-in summary or gate outcome) -> its exit code.
 VERDICT = {"ok": OK, "rejected": REJECTED, "incomplete": INCOMPLETE}
+
+
+def write_failed(exc: OSError) -> int:
+    """The code for an output that could not be written: the place cannot take the file (73), or
+    the write failed part way (74: disk full, quota, I/O error)."""
+    return IO_ERROR if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) else CANT_CREATE

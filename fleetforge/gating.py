@@ -8,7 +8,6 @@ through `printable`: rich markup in it is not interpreted and control characters
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -233,12 +232,10 @@ def write_reports(
 
 
 def _write_failed(option: str, path: Path, exc: OSError) -> NoReturn:
-    # The burn-in's and `inventory -o`'s split: a place that cannot take the file (73) vs a write
-    # that failed part way (74).
-    code = (
-        exitcodes.IO_ERROR if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT) else exitcodes.CANT_CREATE
+    fail(
+        f"{option}: cannot write {printable(str(path))} ({exc.strerror or exc.__class__.__name__})",
+        exitcodes.write_failed(exc),
     )
-    fail(f"{option}: cannot write {printable(str(path))} ({exc.strerror or exc.__class__.__name__})", code)
 
 
 def _reason_lines(v: NodeVerdict, skip: Collection[tuple[str, str]] = ()) -> list[Text]:

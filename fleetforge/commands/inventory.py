@@ -13,7 +13,6 @@ cannot be written or is named so the cloud's plugin (or Ansible's YAML inventory
 
 from __future__ import annotations
 
-import errno
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -149,13 +148,7 @@ def _write_atomically(path: Path, text: str) -> None:
     try:
         write_atomic(path, text)
     except OSError as exc:
-        # The burn-in's split: a place that cannot take the file (73) vs a write that failed (74).
-        code = (
-            exitcodes.IO_ERROR
-            if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT)
-            else exitcodes.CANT_CREATE
-        )
-        fail(f"-o {path}: cannot write ({exc.strerror or type(exc).__name__})", code)
+        fail(f"-o {path}: cannot write ({exc.strerror or type(exc).__name__})", exitcodes.write_failed(exc))
 
 
 def register(app: typer.Typer) -> None:

@@ -50,6 +50,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from fleet.metrics import MULTINODE_LAUNCHER_FAILED, MULTINODE_NO_TORCH
 from fleet.results import CheckRecord, ResultsWriter, RunRecord, instant, read_results, utc_now
 from validation.burnin.probes.allreduce_cpu import bus_factor
 from validation.burnin.probes.pci import torch_gpu_evidence
@@ -66,9 +67,8 @@ LEVEL_DEFAULTS: dict[str, tuple[int, int, int]] = {
 }
 EXIT = {"pass": 0, "skip": 0, "fail": 1, "error": 2}
 NO_RESULTS = 3
-LAUNCHER_FAILED = 70  # EX_SOFTWARE: the launcher raised; what it may have left is not a result
-# How a node without PyTorch's skip begins: the controller reads it from a kept host's results.
-NO_TORCH_SKIP = "PyTorch is not installed in fleetforge's environment"
+LAUNCHER_FAILED = MULTINODE_LAUNCHER_FAILED
+NO_TORCH_SKIP = MULTINODE_NO_TORCH
 
 
 def parser() -> argparse.ArgumentParser:

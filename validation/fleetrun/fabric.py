@@ -45,7 +45,9 @@ from fleet.metrics import (
     FABRIC_IB_METRIC,
     FABRIC_METRIC,
     MULTINODE_CHECK,
+    MULTINODE_LAUNCHER_FAILED,
     MULTINODE_METRIC,
+    MULTINODE_NO_TORCH,
 )
 from fleet.results import CheckRecord, ResultsWriter, controller_record, parse_line, read_results
 from validation.fabric.attribute import DEFAULT_MAD_K, DEFAULT_MIN_RELATIVE_MARGIN, attribute
@@ -74,10 +76,8 @@ IB_TASKS = frozenset(
     }
 )
 IB_UNIT = "Gb/s"
-# validation/burnin/multinode.py's (a test keeps them in step): the launcher's exit when it failed
-# itself, and how its skip on a node without PyTorch begins.
-LAUNCHER_FAILED = 70
-NO_TORCH_SKIP = "PyTorch is not installed in fleetforge's environment"
+LAUNCHER_FAILED = MULTINODE_LAUNCHER_FAILED
+NO_TORCH_SKIP = MULTINODE_NO_TORCH
 # The burn-in play's probe (roles/burnin/tasks/collectives.yml): rc 0 PyTorch is there, 3 it is not.
 TORCH_TASK = "Look for PyTorch in fleetforge's environment"
 NO_TORCH = (
