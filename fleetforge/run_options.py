@@ -70,12 +70,19 @@ FabricOption = Annotated[
         "partner each round) and name the slow host or link; on for 2+ hosts.",
     ),
 ]
+# Unset (None) unless given, so that a fabric option given with --no-fabric is refused, not ignored.
 FabricRoundsOption = Annotated[
-    int, typer.Option(metavar="N", min=1, max=16, help="Rounds of pairs in the fabric stage.")
+    int | None,
+    typer.Option(metavar="N", min=1, max=16, help="Rounds of pairs in the fabric stage [default: 3]."),
 ]
 FabricTimeoutOption = Annotated[
-    int, typer.Option(metavar="SECONDS", min=10, help="Seconds for one pair's rendezvous and measurement.")
+    int | None,
+    typer.Option(
+        metavar="SECONDS", min=10, help="Seconds for one pair's rendezvous and measurement [default: 120]."
+    ),
 ]
+FABRIC_ROUNDS = 3
+FABRIC_TIMEOUT_S = 120
 VarOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -101,8 +108,8 @@ def fleet_run_options(
     collectives: bool,
     collectives_timeout: int,
     fabric: bool,
-    fabric_rounds: int,
-    fabric_timeout: int,
+    fabric_rounds: int | None,
+    fabric_timeout: int | None,
     var: list[str] | None,
     fleet_spec: FleetSpec | None,
     limit: tuple[str, ...] = (),
@@ -117,6 +124,17 @@ def fleet_run_options(
         parse_level(level, None)
     if wheelhouse is not None and not wheelhouse.is_dir():
         fail(f"--wheelhouse {wheelhouse}: not a folder", exitcodes.USAGE)
+    if not fabric:
+        given = [
+            name
+            for name, value in (("--fabric-rounds", fabric_rounds), ("--fabric-timeout", fabric_timeout))
+            if value is not None
+        ]
+        if given:
+            fail(
+                f"{' and '.join(given)}: set the fabric stage, which --no-fabric turns off; drop one or the other",
+                exitcodes.USAGE,
+            )
     extravars = parse_vars(var or [])
     return FleetRunOptions(
         source=install.source_root(),
@@ -134,8 +152,8 @@ def fleet_run_options(
         collectives=collectives,
         collectives_timeout_s=collectives_timeout,
         fabric=fabric,
-        fabric_rounds=fabric_rounds,
-        fabric_timeout_s=fabric_timeout,
+        fabric_rounds=FABRIC_ROUNDS if fabric_rounds is None else fabric_rounds,
+        fabric_timeout_s=FABRIC_TIMEOUT_S if fabric_timeout is None else fabric_timeout,
         extravars=extravars,
         # Every play's rendezvous (the burn-in's, the rerun's all-reduce, the fabric pairs after it)
         # counts from this port: set with --var for one play only, the others met where a firewall

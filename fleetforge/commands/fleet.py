@@ -109,8 +109,8 @@ def burnin(
     collectives: CollectivesOption = True,
     collectives_timeout: CollectivesTimeoutOption = 300,
     fabric: FabricOption = True,
-    fabric_rounds: FabricRoundsOption = 3,
-    fabric_timeout: FabricTimeoutOption = 120,
+    fabric_rounds: FabricRoundsOption = None,
+    fabric_timeout: FabricTimeoutOption = None,
     var: VarOption = None,
     limit: Annotated[
         str | None,

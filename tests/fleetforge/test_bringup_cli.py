@@ -167,6 +167,8 @@ def test_stack_outputs_become_the_inventory_the_loop_reads(
         (["--stack-outputs", "x.json"], exitcodes.USAGE, "exactly one"),
         (["--resume"], exitcodes.NO_INPUT, "no record to resume from"),
         (["-q", "-v"], exitcodes.USAGE, "-q/--quiet"),
+        (["--no-fabric", "--fabric-rounds", "2"], exitcodes.USAGE, "--fabric-rounds: set the fabric stage"),
+        (["--no-fabric", "--fabric-timeout", "60"], exitcodes.USAGE, "--fabric-timeout: set the fabric"),
     ],
 )
 def test_bad_options_are_refused_naming_the_option(

@@ -340,6 +340,9 @@ def test_cli_refuses_bad_options_before_touching_anything(
             ["-i", str(inv), "--var", f"burnin_collectives_port={port}", "--out", str(out)], capsys
         )
         assert code == exitcodes.USAGE and "burnin_collectives_port" in text and "1024 to 65000" in text
+    # A fabric option with the stage off would be ignored: refused instead, naming both.
+    code, text = _cli(["-i", str(inv), "--no-fabric", "--fabric-rounds", "2", "--out", str(out)], capsys)
+    assert code == exitcodes.USAGE and "--fabric-rounds" in text and "--no-fabric" in text
     assert not out.exists()
 
 
