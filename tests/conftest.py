@@ -4,6 +4,7 @@ set, booted once, shared by every module that needs hosts: tests/hosts/fixtures.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -29,17 +30,30 @@ BIN = Path(sys.executable).parent
 # `scripts/test` runs the suite as pytest processes at once: `-m measures` per module (the fleet runs
 # on test hosts, tests/e2e: a pool of hosts each, measuring one host at a time), `-m "serial and not
 # measures"` (the other host tests, on background hosts) and the rest; `-m measures_this_machine`
-# (tests that judge this machine) runs before the hosts start. Every host test is serial. The vendor mirror's tests go with the host tests: one of them prunes the build cache that
-# the vendor roles' apply test serves from.
-SERIAL_MODULES = {"test_vendor_mirror.py"}
+# (tests that judge this machine) runs before the hosts start. Every host test is serial; so is
+# every module marked serial itself (tests/roles/test_vendor_mirror.py).
+
+
+# scripts/test gives the serial run only the modules this finds in their text: a serial test in any
+# other module would run in neither process.
+SERIAL_MODULE_TEXT = re.compile(r"pytest\.mark\.(hosts|serial)\b")
 
 
 # First, so that `-m serial` selects by it.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    serial: set[Path] = set()
     for item in items:
-        if item.get_closest_marker("hosts") is not None or item.path.name in SERIAL_MODULES:
+        if item.get_closest_marker("hosts") is not None:
             item.add_marker(pytest.mark.serial)
+        if item.get_closest_marker("serial") is not None:
+            serial.add(item.path)
+    unfound = {path for path in serial if not SERIAL_MODULE_TEXT.search(path.read_text())}
+    if unfound:
+        raise pytest.UsageError(
+            f"serial tests in {', '.join(sorted(map(str, unfound)))}: mark them with pytest.mark.hosts or "
+            "pytest.mark.serial in the module's text, which scripts/test looks for"
+        )
 
 
 @pytest.fixture

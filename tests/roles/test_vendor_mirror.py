@@ -25,10 +25,15 @@ import pytest
 from tests.roles import vendor_mirror
 from tests.roles.vendor_mirror import Mirror, MirrorError, Package, Repository, Table
 
-pytestmark = pytest.mark.skipif(
-    bool(vendor_mirror.missing_tools()) or shutil.which("apt-get") is None,
-    reason=f"needs apt-get, dpkg-deb, dpkg-scanpackages and gpg (missing: {vendor_mirror.missing_tools()})",
-)
+pytestmark = [
+    # Serial, with the host tests: one of these prunes the build cache the vendor roles' apply test
+    # (test_apply_vendor.py) serves from.
+    pytest.mark.serial,
+    pytest.mark.skipif(
+        bool(vendor_mirror.missing_tools()) or shutil.which("apt-get") is None,
+        reason=f"needs apt-get, dpkg-deb, dpkg-scanpackages and gpg (missing: {vendor_mirror.missing_tools()})",
+    ),
+]
 
 CUDA_2204 = "compute/cuda/repos/ubuntu2204/x86_64"
 CUDA_2404 = "compute/cuda/repos/ubuntu2404/x86_64"
