@@ -489,6 +489,20 @@ class FleetSpec(_Strict):
         return self.nodes + self.spares
 
     @property
+    def tpu_chips_per_vm(self) -> int | None:
+        """Chips each TPU VM of the fleet has, which its slice's shape decides (fleet/catalog/tpu.py:
+        v5e/v6e 1, 4 or 8 on one VM, 4 a VM beyond); None for a fleet without TPUs."""
+        sku = self.catalog_sku
+        if not sku.is_tpu:
+            return None
+        generation = sku.accelerator.generation
+        settings = self.tpu
+        if settings is not None and settings.topology is not None:
+            return tpu.slice_of(generation, settings.topology).chips_per_vm
+        per_slice = self.nodes // (settings.slices if settings is not None else 1)
+        return tpu.chips_per_vm(generation, tpu.chips_for_hosts(generation, max(per_slice, 1)))
+
+    @property
     def fleet_tag(self) -> str:
         return self.tags.fleet or self.name
 
@@ -667,18 +681,18 @@ def _tpu_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
                 f"{shape.hosts} VM(s) each) have {shape.hosts * slices}; allowed: nodes = {shape.hosts * slices}",
             )
         return
-    # No topology: each slice is `nodes / slices` full hosts, whose chips must make a slice size.
+    # No topology: each slice is `nodes / slices` TPU VMs, whose chips must make a slice size (one
+    # VM: the generation's largest; several: multi-host VMs of 4 chips, fleet/catalog/tpu.py).
     sizes = sku.placement.slice_chips or ()
     per_slice, leftover = divmod(spec.nodes, slices)
-    chips = per_slice * sku.accelerators_per_node
-    if leftover or chips not in sizes:
-        hosts = sorted({tpu.hosts_for(generation, c) * slices for c in sizes})
+    chips = tpu.chips_for_hosts(generation, per_slice) if per_slice else 0
+    if leftover or chips not in sizes or tpu.hosts_for(generation, chips) != per_slice:
+        nodes = sorted({tpu.hosts_for(generation, c) * slices for c in sizes})
         yield (
             "nodes",
-            f"{spec.nodes} hosts in {slices} slice(s) x {sku.accelerators_per_node} chips is no {sku.sku} "
-            f"slice shape; allowed slice sizes (chips): {', '.join(map(str, sizes))} "
-            f"(nodes: {', '.join(map(str, hosts))}); or name the shape in tpu.topology "
-            f"({tpu.SOURCES.get(generation, '')})",
+            f"{spec.nodes} TPU VMs in {slices} slice(s) make no {sku.sku} slice shape; allowed slice "
+            f"sizes (chips): {', '.join(map(str, sizes))} (nodes: {', '.join(map(str, nodes))}); or "
+            f"name the shape in tpu.topology ({tpu.SOURCES.get(generation, '')})",
         )
 
 

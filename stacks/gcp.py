@@ -60,15 +60,17 @@ class GcpFleet(pulumi.ComponentResource):
         if bucket is not None and who is not None:
             gcp_storage.grant_checkpoints(ctx, bucket, who.member)
         fs = gcp_storage.filesystem(ctx, net.primary, net.services_connection)
+        chips_per_vm = None  # the SKU's accelerators per node, except on a TPU VM
         if who is None:
             slices = gcp_tpu.slices(ctx, net)
             group, fabric = _tpu_group(ctx, slices), _tpu_fabric(args, net, slices)
+            chips_per_vm = slices.shape.chips_per_vm
         else:
             compute = gcp_compute.nodes(ctx, net, who)
             group, fabric = _mig_group(ctx, compute), _mig_fabric(args, net, compute)
 
         self.outputs = FleetOutputs(
-            fleet=_fleet(args),
+            fleet=_fleet(args, chips_per_vm),
             group=group,
             fabric=fabric,
             storage=_storage(args, fs),
@@ -78,7 +80,8 @@ class GcpFleet(pulumi.ComponentResource):
         self.register_outputs(dict(self.outputs))
 
 
-def _fleet(args: GcpFleetArgs) -> FleetSection:
+def _fleet(args: GcpFleetArgs, chips_per_vm: int | None) -> FleetSection:
+    """`chips_per_vm`: a TPU fleet's chips on each VM, which its slice decides (None: the SKU's)."""
     return fleet_section(
         "gcp",
         args.sku,
@@ -88,6 +91,7 @@ def _fleet(args: GcpFleetArgs) -> FleetSection:
         nodes=args.nodes,
         spares=args.spares,
         capacity=args.capacity,
+        accelerators_per_node=chips_per_vm,
     )
 
 
@@ -180,6 +184,8 @@ def _tpu_fabric(args: GcpFleetArgs, net: gcp_network.Networks, s: gcp_tpu.Slices
             # How to list the slice VMs (hosts) with the TPU API, one command per slice.
             "tpu_nodes": list(s.node_ids),
             "hosts_per_tpu_node": s.shape.hosts,
+            # Chips on each of those VMs (v5e/v6e: 4 on a multi-host slice, not the 8 of the largest VM).
+            "chips_per_tpu_vm": s.shape.chips_per_vm,
             "list_hosts": [gcp_tpu.host_listing(args.zone, i) for i in s.node_ids],
         },
     )

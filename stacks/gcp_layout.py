@@ -178,6 +178,7 @@ class TpuSlice:
     chips: int
     hosts: int
     runtime_version: str
+    chips_per_vm: int  # what each TPU VM of the slice has: the burn-in's expected chip count
 
 
 def default_topology(generation: str, chips: int) -> str | None:
@@ -195,16 +196,18 @@ def tpu_slice(
     if not sku.is_tpu:
         raise ValueError(f"{sku.sku} is not a TPU SKU")
     generation = sku.accelerator.generation
-    chips = hosts * sku.accelerators_per_node
+    # One VM: the generation's largest; several: multi-host VMs of 4 chips (fleet/catalog/tpu.py).
+    chips = tpu.chips_for_hosts(generation, hosts)
     shape_name = topology or default_topology(generation, chips)
     if shape_name is None:
-        raise ValueError(
-            f"{hosts} hosts x {sku.accelerators_per_node} chips = {chips} chips is no {sku.sku} slice"
-        )
+        per_vm = tpu.chips_per_vm(generation, chips)
+        raise ValueError(f"{hosts} TPU VM(s) x {per_vm} chips = {chips} chips is no {sku.sku} slice")
     shape = tpu.slice_of(generation, shape_name)  # tpu.ShapeError is a ValueError
     if shape.hosts != hosts:
         raise ValueError(f"a {shape.topology} slice has {shape.hosts} TPU VM(s), not {hosts}")
     version = runtime_version or TPU_RUNTIME_VERSIONS.get(generation)
     if version is None:
         raise ValueError(f"{sku.sku}: no TPU runtime version known for generation {generation!r}")
-    return TpuSlice(shape.accelerator_type, shape.topology, shape.chips, shape.hosts, version)
+    return TpuSlice(
+        shape.accelerator_type, shape.topology, shape.chips, shape.hosts, version, shape.chips_per_vm
+    )

@@ -5,9 +5,10 @@ and Azure components (later) fill the same six sections; a section that does not
 never missing. Values may be Pulumi Outputs while the program runs; exported, they are plain JSON.
 
 fleet        what was asked for
-  name, cloud, sku, machine_type, accelerator, accelerators_per_node, region, zone,
-  nodes (the job's), spares (hot spares of the same SKU), size (nodes + spares), capacity
-  (on-demand | reservation | capacity-block | spot | queued)
+  name, cloud, sku, machine_type, accelerator, accelerators_per_node (what each node has: the
+  SKU's, except a TPU VM's chips, which follow the slice: 1, 4 or 8 on a one-VM v5e/v6e slice, 4
+  on a VM of a larger one), region, zone, nodes (the job's), spares (hot spares of the same SKU),
+  size (nodes + spares), capacity (on-demand | reservation | capacity-block | spot | queued)
 group        the one scale-out group that holds every node, and how to list its members
   kind        aws-autoscaling-group | gcp-managed-instance-group | gcp-tpu-queued-resource |
               azure-vm-scale-set
@@ -28,7 +29,8 @@ fabric       the high-speed network between nodes
               fabric in one place (AWS: cluster-placement-group with the group's name, or the
               capacity reservation / Capacity Block id that carries its own placement; GCP TPU:
               tpu-slice with the accelerator type, plus topology, slices, tpu_nodes,
-              hosts_per_tpu_node and list_hosts, the commands that list each slice's VMs;
+              hosts_per_tpu_node, chips_per_tpu_vm and list_hosts, the commands that list each
+              slice's VMs;
               Azure: azure-ib-domains with the proximity placement group's name, domain_size and
               domains [{ib_domain, scale_set, capacity}], which nodes share one fabric)
 storage      the shared parallel file system, or None
@@ -161,15 +163,19 @@ def fleet_section(
     nodes: int,
     spares: int,
     capacity: str,
+    accelerators_per_node: int | None = None,
 ) -> FleetSection:
-    """The `fleet` output section, the same on every cloud."""
+    """The `fleet` output section, the same on every cloud. `accelerators_per_node`: what each node
+    has when the SKU's figure is not it (a TPU VM's chips follow its slice); default the SKU's."""
     return FleetSection(
         name=name,
         cloud=cloud,
         sku=sku.sku,
         machine_type=sku.machine_type,
         accelerator=sku.accelerator.model,
-        accelerators_per_node=sku.accelerators_per_node,
+        accelerators_per_node=sku.accelerators_per_node
+        if accelerators_per_node is None
+        else accelerators_per_node,
         region=region,
         zone=zone,
         nodes=nodes,

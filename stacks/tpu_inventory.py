@@ -6,7 +6,9 @@ resource holding one node per slice; each node has one TPU VM (worker) per host 
 reachable on the node's `networkEndpoints`, one per worker in worker order (the order gcloud's
 `--worker=N` addresses). A slice's size is fixed by its topology and a re-queued slice comes back
 whole, so the hosts are listed once and written as static YAML with the same groups and group
-variables as every other fleet, plus one group per slice (tpu_slice_<n>).
+variables as every other fleet, plus one group per slice (tpu_slice_<n>). Each host's
+`tpu_chips_per_vm` is the chips that VM has, which its slice decides (fleet/catalog/tpu.py: 4 on a
+VM of a multi-host v5e/v6e slice, not the largest VM's 8); the outputs' chips_per_tpu_vm must agree.
 
 The listing fails closed: the queued resource must be ACTIVE, every node READY, with as many
 workers as its topology has hosts, each with an internal address; the slices must be the ones the
@@ -75,6 +77,7 @@ class TpuFleet:
     queued_resource: str
     node_ids: tuple[str, ...]  # from the outputs; () when they name none
     workers: int  # TPU VMs per slice, from the topology
+    chips_per_vm: int | None  # chips each worker has, from the topology; None when unknown
     accelerator_type: str | None
     topology: str | None
     storage: Mapping[str, Any] | None
@@ -119,6 +122,7 @@ def fleet_from_outputs(outputs: Mapping[str, Any]) -> TpuFleet:
     node_ids = _node_ids(placement.get("tpu_nodes"))
     topology = placement.get("topology")
     workers = _workers(sku, topology, placement.get("hosts_per_tpu_node"))
+    chips_per_vm = _chips_per_vm(sku, topology, placement.get("chips_per_tpu_vm"))
     accelerator_type = placement.get("name")
     if accelerator_type is not None and not isinstance(accelerator_type, str):
         raise InventoryConfigError(
@@ -140,6 +144,7 @@ def fleet_from_outputs(outputs: Mapping[str, Any]) -> TpuFleet:
         queued_resource=queued,
         node_ids=node_ids,
         workers=workers,
+        chips_per_vm=chips_per_vm,
         accelerator_type=accelerator_type,
         topology=topology if isinstance(topology, str) else None,
         storage=storage,
@@ -231,9 +236,11 @@ def inventory(fleet: TpuFleet, hosts: Sequence[TpuHost]) -> dict[str, Any]:
     """Static inventory: host vars per worker, site.yml's groups, one group per slice."""
     slices = len({h.node_id for h in hosts})
     host_vars: dict[str, dict[str, Any]] = {}
+    per_vm = {} if fleet.chips_per_vm is None else {"tpu_chips_per_vm": fleet.chips_per_vm}
     for h in hosts:
         host_vars[h.name] = ansible_yaml.unsafe_values(
             {
+                **per_vm,
                 "ansible_host": h.address,
                 "gce_project": fleet.project,
                 "gce_zone": fleet.zone,
@@ -330,6 +337,26 @@ def _workers(sku: Sku, topology: Any, per_node: Any) -> int:
             f"{declared}, but a {sku.accelerator.generation} {topology} slice has {shape.hosts} TPU VM(s)",
         )
     return shape.hosts
+
+
+def _chips_per_vm(sku: Sku, topology: Any, declared: Any) -> int | None:
+    """Chips on each TPU VM: the catalog's for the topology (v5e/v6e 4 on a multi-host slice, not
+    the largest VM's 8), which the outputs' chips_per_tpu_vm must agree with; None when neither
+    says (outputs older than the field, without a topology)."""
+    told = declared if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0 else None
+    if declared is not None and told is None:
+        raise InventoryConfigError(
+            "fabric.placement.chips_per_tpu_vm", f"{declared!r}; expected a whole number of chips"
+        )
+    if not isinstance(topology, str):
+        return told  # _workers has refused a topology that is not a string
+    per_vm = tpu_shapes.slice_of(sku.accelerator.generation, topology).chips_per_vm
+    if told is not None and told != per_vm:
+        raise InventoryConfigError(
+            "fabric.placement.chips_per_tpu_vm",
+            f"{told}, but each TPU VM of a {sku.accelerator.generation} {topology} slice has {per_vm} chips",
+        )
+    return per_vm
 
 
 def _queued_node_ids(queued: Any, fleet: TpuFleet, where: str) -> tuple[str, ...]:

@@ -185,6 +185,9 @@ class Sku(BaseModel):
     machine_type: str
     source: str = Field(min_length=3)
     accelerator: Accelerator
+    # GPUs (and CPU nodes' 0): what every node of the SKU has. TPUs: the chips of the generation's
+    # largest TPU VM (v5e/v6e 8, v5p 4); a VM's own count follows its slice (1, 4 or 8 on a
+    # one-VM v5e/v6e slice, 4 on each VM of a larger one): fleet.catalog.tpu.chips_per_vm.
     accelerators_per_node: int = Field(ge=0)
     nvswitch: bool
     host: Host | None = None

@@ -72,7 +72,11 @@ def burnin(
     spec: Annotated[
         Path | None,
         typer.Option(
-            metavar="FILE", help="Fleet spec: its SKU, level, threshold overrides and check parameters apply."
+            metavar="FILE",
+            help=(
+                "Fleet spec: its SKU, level, threshold overrides and check parameters apply, and on TPU "
+                "the chips each VM of its slice has."
+            ),
         ),
     ] = None,
     node: Annotated[
@@ -140,6 +144,8 @@ def burnin(
         thresholds=dict(fleet.validation.thresholds) if fleet else {},
         options={name: dict(params) for name, params in fleet.validation.checks.items()} if fleet else {},
         storage_path=storage_path,
+        # A TPU VM's chips follow its slice (4 on a VM of a multi-host v5e/v6e slice): the spec says.
+        expected_accelerators=fleet.tpu_chips_per_vm if fleet else None,
     )
     previous = signal.signal(
         signal.SIGTERM, _interrupt

@@ -44,8 +44,10 @@ PUBLISHED = {
     "a4-highgpu-8g": (8, 8, 400),
     "Standard_ND96isr_H100_v5": (8, 8, 400),
     "Standard_ND96isr_H200_v5": (8, 8, 400),
+    # TPUs: the largest VM's chips; ICI links per chip and Gb/s a link in one direction
+    # (v5p: 4,800 Gb/s a chip over 6 links).
     "tpu-v5e": (8, 4, 400),
-    "tpu-v5p": (4, 6, 1600),
+    "tpu-v5p": (4, 6, 800),
     "tpu-v6e": (8, 4, 896),
 }
 AWS_EFA_TOTAL_GBPS = 3200

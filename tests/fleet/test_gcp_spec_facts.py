@@ -98,38 +98,116 @@ def tpu_spec(sku: str, nodes: int, **settings: Any) -> dict[str, Any]:
     return with_(doc, "tpu", settings) if settings else doc
 
 
-# (sku, topology, chips, TPU VMs per slice)
+# (sku, topology, chips, TPU VMs per slice, chips per VM): v5e/v6e slices of up to 8 chips are one
+# VM with all of them; larger ones are 4-chip VMs (the v6e and v5e pages' configurations); v5p VMs
+# have 4 chips.
 GOOD_SHAPES = [
-    ("tpu-v5e", "1x1", 1, 1),
-    ("tpu-v5e", "2x2", 4, 1),
-    ("tpu-v5e", "2x4", 8, 1),
-    ("tpu-v5e", "4x4", 16, 2),
-    ("tpu-v5e", "8x8", 64, 8),
-    ("tpu-v5e", "16x16", 256, 32),
-    ("tpu-v6e", "8x16", 128, 16),
-    ("tpu-v6e", "16x16", 256, 32),
-    ("tpu-v5p", "2x2x1", 4, 1),
-    ("tpu-v5p", "2x2x2", 8, 2),
-    ("tpu-v5p", "2x4x4", 32, 8),
-    ("tpu-v5p", "4x4x4", 64, 16),
-    ("tpu-v5p", "4x8x8", 256, 64),
-    ("tpu-v5p", "16x16x16", 4096, 1024),
-    ("tpu-v5p", "16x16x24", 6144, 1536),  # the largest slice
+    ("tpu-v5e", "1x1", 1, 1, 1),
+    ("tpu-v5e", "2x2", 4, 1, 4),
+    ("tpu-v5e", "2x4", 8, 1, 8),
+    ("tpu-v5e", "4x4", 16, 4, 4),
+    ("tpu-v5e", "4x8", 32, 8, 4),
+    ("tpu-v5e", "8x8", 64, 16, 4),
+    ("tpu-v5e", "8x16", 128, 32, 4),
+    ("tpu-v5e", "16x16", 256, 64, 4),
+    ("tpu-v6e", "1x1", 1, 1, 1),
+    ("tpu-v6e", "2x2", 4, 1, 4),
+    ("tpu-v6e", "2x4", 8, 1, 8),
+    ("tpu-v6e", "4x4", 16, 4, 4),
+    ("tpu-v6e", "4x8", 32, 8, 4),
+    ("tpu-v6e", "8x8", 64, 16, 4),
+    ("tpu-v6e", "8x16", 128, 32, 4),
+    ("tpu-v6e", "16x16", 256, 64, 4),
+    ("tpu-v5p", "2x2x1", 4, 1, 4),
+    ("tpu-v5p", "2x2x2", 8, 2, 4),
+    ("tpu-v5p", "2x4x4", 32, 8, 4),
+    ("tpu-v5p", "4x4x4", 64, 16, 4),
+    ("tpu-v5p", "4x8x8", 256, 64, 4),
+    ("tpu-v5p", "16x16x16", 4096, 1024, 4),
+    ("tpu-v5p", "16x16x24", 6144, 1536, 4),  # the largest slice
 ]
 
 
 @pytest.mark.parametrize(
-    ("sku", "topology", "chips", "hosts"), GOOD_SHAPES, ids=[f"{s}-{t}" for s, t, _, _ in GOOD_SHAPES]
+    ("sku", "topology", "chips", "hosts", "per_vm"),
+    GOOD_SHAPES,
+    ids=[f"{s}-{t}" for s, t, *_ in GOOD_SHAPES],
 )
-def test_documented_shapes_are_accepted_with_their_host_count(
-    sku: str, topology: str, chips: int, hosts: int
+def test_documented_shapes_are_accepted_with_their_vm_count(
+    sku: str, topology: str, chips: int, hosts: int, per_vm: int
 ) -> None:
     generation = get_sku(sku).accelerator.generation
     shape = tpu.slice_of(generation, topology)
-    assert (shape.chips, shape.hosts) == (chips, hosts)
+    assert (shape.chips, shape.hosts, shape.chips_per_vm) == (chips, hosts, per_vm)
+    assert tpu.hosts_for(generation, chips) == hosts and tpu.chips_per_vm(generation, chips) == per_vm
     assert problems(tpu_spec(sku, hosts, topology=topology, runtime_version="v2-alpha-tpuv5")) == {}
     assert problems(tpu_spec(sku, hosts * 3, topology=topology, slices=3)) == {}  # Multislice
     assert "nodes" in problems(tpu_spec(sku, hosts + 1, topology=topology))
+    # What a burn-in on one of the VMs is told to find (fleetforge burnin --spec).
+    assert spec_from_mapping(tpu_spec(sku, hosts * 2, topology=topology, slices=2)).tpu_chips_per_vm == per_vm
+
+
+def test_a_multi_host_v6e_slice_is_four_chip_vms_and_the_old_eight_chip_count_is_refused() -> None:
+    # 4x4 is 4 VMs of 4 chips (not 2 of 8); 2 VMs name no slice.
+    found = problems(tpu_spec("tpu-v6e", 2, topology="4x4"))
+    assert found["nodes"] == (
+        "2 TPU VMs, but 1 slice(s) of 4x4 (16 chips, 4 VM(s) each) have 4; allowed: nodes = 4"
+    )
+    assert problems(tpu_spec("tpu-v6e", 4, topology="4x4")) == {}
+
+
+# (sku, nodes without a topology, slice chips, chips per VM); None: no slice has that many VMs
+UNNAMED_SHAPES = [
+    ("tpu-v6e", 1, 8, 8),  # one VM: the largest, 2x4 (1x1 and 2x2 need their topology named)
+    ("tpu-v6e", 2, None, None),  # 8 chips are one VM, not two
+    ("tpu-v6e", 4, 16, 4),
+    ("tpu-v6e", 64, 256, 4),
+    ("tpu-v5e", 16, 64, 4),
+    ("tpu-v5e", 3, None, None),
+    ("tpu-v5p", 1, 4, 4),
+    ("tpu-v5p", 2, 8, 4),
+    ("tpu-v5p", 1536, 6144, 4),
+]
+
+
+@pytest.mark.parametrize(
+    ("sku", "nodes", "chips", "per_vm"), UNNAMED_SHAPES, ids=[f"{s}-{n}" for s, n, *_ in UNNAMED_SHAPES]
+)
+def test_without_a_topology_the_vm_count_makes_the_slice(
+    sku: str, nodes: int, chips: int | None, per_vm: int | None
+) -> None:
+    generation = get_sku(sku).accelerator.generation
+    found = problems(tpu_spec(sku, nodes))
+    if chips is None:
+        assert (
+            "no tpu-" in found["nodes"] and "nodes: " in found["nodes"] and "tpu.topology" in found["nodes"]
+        )
+        return
+    assert found == {}
+    assert tpu.chips_for_hosts(generation, nodes) == chips
+    assert spec_from_mapping(tpu_spec(sku, nodes)).tpu_chips_per_vm == per_vm
+
+
+def test_the_allowed_node_counts_are_whole_vms_of_the_slice_sizes() -> None:
+    message = problems(tpu_spec("tpu-v6e", 3))["nodes"]
+    assert (
+        "allowed slice sizes (chips): 1, 4, 8, 16, 32, 64, 128, 256 (nodes: 1, 4, 8, 16, 32, 64)" in message
+    )
+
+
+def test_chips_per_vm_follows_the_slice() -> None:
+    assert [tpu.chips_per_vm("v6e", c) for c in (1, 4, 8, 16, 256)] == [1, 4, 8, 4, 4]
+    assert [tpu.chips_per_vm("v5e", c) for c in (1, 4, 8, 16, 256)] == [1, 4, 8, 4, 4]
+    assert [tpu.chips_per_vm("v5p", c) for c in (4, 8, 6144)] == [4, 4, 4]
+    assert tpu.VM_CHIPS == {"v5e": (1, 4, 8), "v6e": (1, 4, 8), "v5p": (4,)}
+    # The catalog's figure is the largest VM's.
+    for sku in ("tpu-v5e", "tpu-v6e", "tpu-v5p"):
+        s = get_sku(sku)
+        assert s.accelerators_per_node == max(tpu.VM_CHIPS[s.accelerator.generation])
+
+
+def test_a_gpu_fleet_has_no_tpu_chips_per_vm() -> None:
+    assert spec_from_mapping(GCP).tpu_chips_per_vm is None
 
 
 # (sku, topology, fragment of the error)

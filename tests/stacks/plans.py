@@ -65,7 +65,7 @@ def gcp_doc(**changes: Any) -> dict[str, Any]:
 
 
 def tpu_doc(**changes: Any) -> dict[str, Any]:
-    """The example TPU spec (one queued v5e slice of 8 hosts) with dotted-path changes."""
+    """The example TPU spec (one queued v5e 8x8 slice: 16 VMs of 4 chips) with dotted-path changes."""
     return _changed(GCP_TPU_EXAMPLE, changes)
 
 

@@ -502,17 +502,19 @@ def test_args_carry_the_spec_fields_they_are_built_from() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sku", "hosts", "accelerator_type", "topology"),
+    ("sku", "hosts", "accelerator_type", "topology", "per_vm"),
     [
-        ("tpu-v5e", 8, "v5litepod-64", "8x8"),
-        ("tpu-v5e", 32, "v5litepod-256", "16x16"),
-        ("tpu-v6e", 2, "v6e-16", "4x4"),
-        ("tpu-v5p", 2, "v5p-16", "2x2x2"),  # 8 chips = 16 TensorCores
-        ("tpu-v5p", 128, "v5p-1024", "8x8x8"),
+        ("tpu-v5e", 16, "v5litepod-64", "8x8", 4),  # 16 VMs of 4 chips, not 8 of 8
+        ("tpu-v5e", 64, "v5litepod-256", "16x16", 4),
+        ("tpu-v5e", 1, "v5litepod-8", "2x4", 8),  # one VM: the 8-chip one
+        ("tpu-v6e", 4, "v6e-16", "4x4", 4),
+        ("tpu-v6e", 1, "v6e-8", "2x4", 8),
+        ("tpu-v5p", 2, "v5p-16", "2x2x2", 4),  # 8 chips = 16 TensorCores
+        ("tpu-v5p", 128, "v5p-1024", "8x8x8", 4),
     ],
 )
 def test_tpu_slice_type_and_hosts_follow_the_topology(
-    sku: str, hosts: int, accelerator_type: str, topology: str
+    sku: str, hosts: int, accelerator_type: str, topology: str, per_vm: int
 ) -> None:
     plan = plan_of(tpu_doc(sku=sku, nodes=hosts))
     (spec,) = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
@@ -525,18 +527,22 @@ def test_tpu_slice_type_and_hosts_follow_the_topology(
     assert plan.outputs["group"]["desired"] == hosts
     placement = plan.outputs["fabric"]["placement"]
     assert placement["topology"] == topology and placement["hosts_per_tpu_node"] == hosts
+    # What each VM has (the inventory's tpu_chips_per_vm and the burn-in's count follow it).
+    assert placement["chips_per_tpu_vm"] == plan.outputs["fleet"]["accelerators_per_node"] == per_vm
     assert placement["tpu_nodes"] == [spec["nodeId"]] and spec["nodeId"] in placement["list_hosts"][0]
     assert of_type(plan, TEMPLATE) == [] and of_type(plan, MIG) == []
 
 
 def test_multislice_is_one_queued_resource_with_a_node_spec_per_slice() -> None:
-    plan = plan_of(tpu_doc(nodes=32, tpu={"slices": 4}))  # 4 slices of 8 hosts
+    plan = plan_of(tpu_doc(nodes=64, tpu={"slices": 4}))  # 4 slices of 16 VMs (8x8, 4 chips each)
     specs = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
     assert [s["nodeId"] for s in specs] == [f"tpu-v5e-64-slice-{i}" for i in range(4)]
     assert {s["node"]["acceleratorType"] for s in specs} == {"v5litepod-64"}
     out = plan.outputs
-    assert out["group"]["desired"] == 32 and out["fleet"]["nodes"] == 32
-    assert out["fabric"]["placement"]["slices"] == 4 and out["fabric"]["placement"]["hosts_per_tpu_node"] == 8
+    assert out["group"]["desired"] == 64 and out["fleet"]["nodes"] == 64
+    assert (
+        out["fabric"]["placement"]["slices"] == 4 and out["fabric"]["placement"]["hosts_per_tpu_node"] == 16
+    )
     assert len(out["fabric"]["placement"]["list_hosts"]) == 4
 
 
@@ -568,7 +574,7 @@ def test_tpu_capacity_the_queued_resource_cannot_express_is_refused(capacity: di
 
 @pytest.mark.parametrize("sku", GCP_TPU_SKUS)
 def test_tpu_fleet_firewalls_cover_the_fleets_own_vpc(sku: str) -> None:
-    hosts = 2 if sku != "tpu-v5e" else 1
+    hosts = {"tpu-v5e": 1, "tpu-v6e": 4}.get(sku, 2)  # one slice of each: 2x4, 4x4, 2x2x2
     plan = plan_of(tpu_doc(sku=sku, nodes=hosts))
     rules = [r.inputs for r in of_type(plan, FIREWALL)]
     assert rules and all("targetServiceAccounts" not in r for r in rules)

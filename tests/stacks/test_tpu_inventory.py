@@ -177,6 +177,7 @@ def test_every_worker_of_every_slice_as_ansible_reads_it(
         "tpu_topology": "4x4x2",
         "tpu_runtime_version": "v2-alpha-tpuv5",
         "tpu_labels": {"owner": "ml"},
+        "tpu_chips_per_vm": 4,  # what the VM's burn-in must find
         "fleetforge_fleet": "tpu-v5p-64",
         "fleetforge_sku": "tpu-v5p",
     }
@@ -198,6 +199,9 @@ def test_the_planned_stack_outputs_list_through_the_api(api: CannedApi) -> None:
         outputs["group"]["zone"],
         outputs["group"]["name"],
     )
+    # The stack, the inventory and the burn-in agree on the chips each VM has.
+    assert first["tpu_chips_per_vm"] == outputs["fabric"]["placement"]["chips_per_tpu_vm"] == 4
+    assert outputs["fleet"]["accelerators_per_node"] == 4
 
 
 def test_a_multislice_request_names_its_nodes_by_prefix(
@@ -328,6 +332,11 @@ def test_a_static_inventory_name_ansible_would_misread_exits_64_before_any_call(
     ("change", "field"),
     [
         ({"hosts_per_tpu_node": 4}, "fabric.placement.hosts_per_tpu_node: 4, but a v5p 4x4x2 slice has 8"),
+        (
+            {"chips_per_tpu_vm": 8},
+            "fabric.placement.chips_per_tpu_vm: 8, but each TPU VM of a v5p 4x4x2 slice has 4 chips",
+        ),
+        ({"chips_per_tpu_vm": "4"}, "fabric.placement.chips_per_tpu_vm: '4'; expected a whole number"),
         ({"topology": "3x3x3"}, "fabric.placement.topology"),
         ({"tpu_nodes": ["Slice_0"]}, "fabric.placement.tpu_nodes[0]"),
     ],

@@ -34,6 +34,9 @@ class CheckContext:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Seed for the random inputs of measurements (GEMM operands, all-reduce payloads).
     seed: int = 20261129
+    # Accelerators this node must have when the fleet says (a TPU VM's chips follow its slice: the
+    # fleet spec's tpu_chips_per_vm); None: whatever a node of the SKU can have.
+    expected_accelerators: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -47,6 +50,7 @@ class CheckContext:
                 "raw_dir": None if self.raw_dir is None else str(self.raw_dir),
                 "options": {k: dict(v) for k, v in self.options.items()},
                 "seed": self.seed,
+                "expected_accelerators": self.expected_accelerators,
             }
         )
 
@@ -54,6 +58,7 @@ class CheckContext:
     def from_json(cls, text: str) -> CheckContext:
         data = json.loads(text)
         raw_dir = data.get("raw_dir")
+        expected = data.get("expected_accelerators")
         return cls(
             sku=Sku.model_validate(data["sku"]),
             level=cast(Level, data["level"]),
@@ -64,4 +69,5 @@ class CheckContext:
             raw_dir=None if raw_dir is None else Path(raw_dir),
             options=data["options"],
             seed=int(data["seed"]),
+            expected_accelerators=None if expected is None else int(expected),
         )

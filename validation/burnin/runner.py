@@ -125,6 +125,8 @@ class RunOptions:
     # Per-check timeout overrides in seconds (tests, slow sites); otherwise the level's default.
     timeouts: Mapping[str, float] = field(default_factory=dict)
     keep_raw: bool = True
+    # Accelerators the node must have, when the fleet says (CheckContext.expected_accelerators).
+    expected_accelerators: int | None = None
 
 
 @dataclass
@@ -255,6 +257,7 @@ def _run_locked(
         sysfs_root=opts.sysfs_root,
         raw_dir=raw_dir,
         options={k: dict(v) for k, v in opts.options.items()},
+        expected_accelerators=opts.expected_accelerators,
     )
     launcher = Launcher()
     runs: list[CheckRun] = []
@@ -433,11 +436,14 @@ def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[
 
 def check_settings(opts: RunOptions, check: str) -> str:
     """What decides how `check` measures and is judged, as a short digest for its record."""
-    settings = {
+    settings: dict[str, object] = {
         "thresholds": {k: v.model_dump(mode="json") for k, v in sorted(opts.thresholds.items())},
         "options": dict(opts.options.get(check, {})),
         "storage_path": str((opts.storage_path or opts.out_dir).resolve()),
     }
+    if opts.expected_accelerators is not None:
+        # Judged against this count (a TPU VM's chips); absent otherwise, so older digests still hold.
+        settings["expected_accelerators"] = opts.expected_accelerators
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

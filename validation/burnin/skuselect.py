@@ -127,11 +127,17 @@ def detect_sku(sysfs_root: Path | None = None, dev_root: Path | None = None, nvm
             f"{evidence} but {nvml_problem}; fix the driver or pass --sku (this node is not a cpu node)"
         )
     if _has_tpu(sysfs_root, dev_root):
-        return _detect_tpu(cloud, product)
+        return _detect_tpu(cloud, product, dev_root)
     return get_sku("cpu")
 
 
-def _detect_tpu(cloud: str | None, product: str) -> Sku:
+def _detect_tpu(cloud: str | None, product: str, dev_root: Path) -> Sku:
+    import os
+
+    from validation.burnin.backends.tpu import isolate_vm
+
+    # Before JAX starts: on a VM of a multi-host slice it would wait for the other hosts.
+    isolate_vm(os.environ, dev_root=dev_root)
     try:
         import jax
     except ImportError:

@@ -10,14 +10,30 @@ operands in single bf16 passes, which would report bf16 speed under the fp32 nam
 is timed on its own clock (work is queued on all chips at once and each chip's finish is
 observed as it happens), so one slow chip shows as one slow number, not as a slower node.
 
+Each TPU VM is burnt in on its own, also on a VM of a multi-host slice, where JAX would otherwise
+wait at start-up for the slice's other hosts (documented JAX behaviour: jax-ml/jax#6157, #19971):
+before JAX is first imported, unless the environment already sets the TPU topology, the backend
+tells libtpu that this VM's chips are a slice of one process (`isolate_vm`): TPU_PROCESS_BOUNDS
+1,1,1, TPU_CHIPS_PER_PROCESS_BOUNDS the VM's chip grid ("x,y,z": 1 chip 1,1,1, 4 chips 2,2,1,
+8 chips 2,4,1) and TPU_VISIBLE_CHIPS its chips (0,1,2,3). These are the variables, and for one
+process of 1, 4 or 8 chips the values, that JAX's own multi-process test launcher sets
+(jax-ml/jax, jax/_src/test_multiprocess.py); the grids are one VM's (v5e/v6e 2x2 and 2x4, v5p
+2x2x1). The VM's chips are counted from
+/dev (accel<N>, else numbered /dev/vfio groups, as Ray and PyTorch/XLA count them), else taken from
+the fleet's expected count; the chips JAX then sees are the VM's own, which the inventory check
+compares with that count.
+
 Not run on a TPU in the session that wrote it; written against JAX's documented API.
 """
 
 from __future__ import annotations
 
+import glob
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +49,64 @@ DEFAULT_ALLREDUCE_BYTES = 1 * 2**30
 _VERIFY_ROWS = 8
 # How often the per-chip timer looks for finished chips: small against any measured interval.
 _POLL_S = 0.0005
+
+
+# libtpu's topology variables. One process for the VM: bounds of one process, holding the VM's chip
+# grid, and the VM's chips visible to it.
+TOPOLOGY_VARIABLES = ("TPU_PROCESS_BOUNDS", "TPU_CHIPS_PER_PROCESS_BOUNDS", "TPU_VISIBLE_CHIPS")
+# Set by hand or by an image for the same purpose (the host-level names and PyTorch/XLA's name for
+# the visible chips): a node that sets any of these chose its topology, and none is added to it.
+OPERATOR_TOPOLOGY = (
+    *TOPOLOGY_VARIABLES,
+    "TPU_HOST_BOUNDS",
+    "TPU_CHIPS_PER_HOST_BOUNDS",
+    "TPU_VISIBLE_DEVICES",
+)
+# The chip grid of a TPU VM by its chips (x,y,z): v5e/v6e 1x1, 2x2, 2x4; v5p 2x2x1.
+CHIP_GRIDS = {1: "1,1,1", 4: "2,2,1", 8: "2,4,1"}
+# Where the VM's TPU chips show; resolved at call time so tests can point it at a fake tree.
+DEV_ROOT = Path("/dev")
+
+
+def single_vm_environment(chips: int) -> dict[str, str]:
+    """The topology variables that make a VM's `chips` chips a slice of one process; {} for a chip
+    count no TPU VM has (then libtpu finds its topology itself)."""
+    grid = CHIP_GRIDS.get(chips)
+    if grid is None:
+        return {}
+    return {
+        "TPU_PROCESS_BOUNDS": "1,1,1",
+        "TPU_CHIPS_PER_PROCESS_BOUNDS": grid,
+        "TPU_VISIBLE_CHIPS": ",".join(str(i) for i in range(chips)),
+    }
+
+
+def local_chips(dev_root: Path | None = None) -> int:
+    """TPU chips attached to this VM: /dev/accel<N> (v4 and older), else the numbered IOMMU groups
+    in /dev/vfio (v5e, v5p, v6e); 0 when neither shows one."""
+    dev = dev_root or DEV_ROOT
+    accel = glob.glob(str(dev / "accel[0-9]*"))
+    if accel:
+        return len(accel)
+    try:
+        return sum(1 for entry in os.listdir(dev / "vfio") if entry.isdigit())
+    except OSError:
+        return 0
+
+
+def isolate_vm(
+    environ: MutableMapping[str, str], expected: int | None = None, dev_root: Path | None = None
+) -> dict[str, str]:
+    """Make this VM's chips a slice of their own for JAX: sets single_vm_environment in `environ`
+    (before JAX is imported) unless it already sets a topology variable. The chips are the VM's own
+    count, else `expected` (the fleet's chips per VM). Returns what was set."""
+    if any(name in environ for name in OPERATOR_TOPOLOGY):
+        return {}
+    found = local_chips(dev_root)
+    chips = found if found in CHIP_GRIDS else expected
+    added = single_vm_environment(chips) if chips is not None else {}
+    environ.update(added)
+    return added
 
 
 def _import_jax() -> Any:
@@ -53,6 +127,9 @@ class JaxBackend(HostProbe):
         """`platform` is the JAX platform whose local devices are measured: "tpu" on a node;
         tests run the same code on "cpu" devices."""
         super().__init__(sysfs_root=ctx.sysfs_root, **probe)
+        if jax is None:
+            # Before JAX starts: on a VM of a multi-host slice it would wait for the other hosts.
+            isolate_vm(os.environ, ctx.expected_accelerators)
         self.jax: Any = jax if jax is not None else _import_jax()
         self.jnp = self.jax.numpy
         self.devices = [d for d in self.jax.local_devices() if d.platform == platform]

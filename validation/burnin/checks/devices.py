@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fleet.catalog import tpu
 from validation.burnin.backends.base import Backend
 from validation.burnin.checks._util import device_label, versions_of
 from validation.burnin.context import CheckContext
@@ -39,8 +40,9 @@ class Inventory(Check):
 
         if sku.accelerators_per_node > 0:
             metrics["accelerator_count"] = len(devices)
-            if len(devices) != sku.accelerators_per_node:
-                faults.append(f"{len(devices)} accelerators found; {sku.sku} has {sku.accelerators_per_node}")
+            count_fault = _count_fault(len(devices), ctx)
+            if count_fault:
+                faults.append(count_fault)
             for d in devices:
                 if not model_matches(sku.accelerator.model, str(d.get("name", ""))):
                     faults.append(
@@ -101,3 +103,29 @@ class Inventory(Check):
                     f"{host['usable_cpus']} of {host.get('cpus')} CPUs usable by this process (affinity)"
                 )
         return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes, versions=versions)
+
+
+def _count_fault(found: int, ctx: CheckContext) -> str | None:
+    """What is wrong with the node's accelerator count, or None. The count the run was told (a TPU
+    VM's chips follow its slice: the fleet spec says) must match exactly; untold, a TPU VM may have
+    any count a VM of its generation has (v5e/v6e 1, 4 or 8; v5p 4), and any other SKU its own."""
+    sku = ctx.sku
+    if ctx.expected_accelerators is not None:
+        if found == ctx.expected_accelerators:
+            return None
+        return (
+            f"{found} accelerators found; each {sku.sku} VM of this fleet's slices has "
+            f"{ctx.expected_accelerators}"
+            if sku.is_tpu
+            else f"{found} accelerators found; this {sku.sku} node should have {ctx.expected_accelerators}"
+        )
+    allowed = tpu.VM_CHIPS.get(sku.accelerator.generation, ()) if sku.is_tpu else ()
+    allowed = allowed or (sku.accelerators_per_node,)
+    if found in allowed:
+        return None
+    if len(allowed) == 1:
+        return f"{found} accelerators found; {sku.sku} has {allowed[0]}"
+    return (
+        f"{found} accelerators found; a {sku.sku} VM has {', '.join(map(str, allowed[:-1]))} or "
+        f"{allowed[-1]} (its slice decides: pass the fleet spec, --spec, to require that count)"
+    )
