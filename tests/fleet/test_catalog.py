@@ -183,7 +183,6 @@ def test_reference_figures_cite_the_skus_own_cloud_or_say_they_are_borrowed() ->
 FABRIC_METRICS = ("multinode_allreduce_busbw_gbps", "fabric_pair_busbw_gbps")
 # AWS's published minimum busbw of all_reduce_perf across 2+ nodes, per instance type (GB/s).
 AWS_MULTINODE = {
-    "p4d.24xlarge": 300,
     "p5.48xlarge": 800,
     "p5e.48xlarge": 800,
     "p5en.48xlarge": 800,
@@ -200,6 +199,30 @@ def test_aws_skus_carry_the_published_multinode_all_reduce_floor(name: str) -> N
         # AWS's own PCS page measured 377 GB/s on a healthy 4 x p6-b200 cluster: the floor must pass it.
         assert ref.floor < 377 or name != "p6-b200.48xlarge"
         assert "awsome-distributed-training" in ref.source and "5-nccl-allreduce.sh" in ref.source
+
+
+def test_p4d_fabric_floor_is_a_fraction_of_its_line_rate() -> None:
+    # AWS's check names 300 GB/s for p4d, six times its 4 x 100 Gb/s: no healthy p4d reaches it.
+    sku = get_sku("p4d.24xlarge")
+    for metric in FABRIC_METRICS:
+        ref = sku.reference[metric]
+        assert (ref.value, ref.kind) == (sku.fabric.nics * sku.fabric.gbps_per_nic / 8, "datasheet")
+        assert "4 x 100 Gbps EFA" in ref.source
+
+
+# The cpu SKU's fabric floors are measured on its own test bed (test_cpu_sku_fabric_floors_are_measured).
+FABRIC_FLOORED = tuple(
+    s for s in SKUS if set(FABRIC_METRICS) & set(s.reference) and s.accelerator.kind != "cpu"
+)
+
+
+@pytest.mark.parametrize("sku", FABRIC_FLOORED, ids=_ids(FABRIC_FLOORED))
+def test_no_fabric_floor_asks_more_than_the_nodes_network_carries(sku: Sku) -> None:
+    # An all-reduce across many nodes moves at most the node's line rate in busbw (2(r-1)/r of it
+    # on 2 nodes): a floor above it rejects every healthy fleet.
+    line_rate = sku.fabric.nics * sku.fabric.gbps_per_nic / 8  # Gb/s -> GB/s
+    for metric in FABRIC_METRICS:
+        assert sku.reference[metric].floor <= line_rate, (metric, sku.reference[metric].floor, line_rate)
 
 
 # The same script's NVLink-only test: one node's all-reduce over NVLink/NVSwitch alone (GB/s). The
@@ -220,7 +243,7 @@ def test_fabric_floors_are_never_borrowed_across_clouds() -> None:
         if sku.accelerator.kind != "gpu":
             continue
         has = {m for m in FABRIC_METRICS if m in sku.reference}
-        assert has == (set(FABRIC_METRICS) if sku.sku in AWS_MULTINODE else set()), sku.sku
+        assert has == (set(FABRIC_METRICS) if sku.cloud == "aws" else set()), sku.sku
 
 
 def test_cpu_sku_fabric_floors_are_measured() -> None:

@@ -84,10 +84,10 @@ def test_nccl_conf_carries_the_nodes_settings_and_no_debugging_variables(tmp_pat
     }
     for name in ("infiniband", "roce"):
         assert not set(DEBUGGING) & set(conf[name]), (name, conf[name])
-    # EFA as before: the catalog's variables (AWS's own multi-node check exports them).
+    # EFA: the catalog's libfabric variables; its NCCL_NET_GDR_LEVEL (a Debugging one) is gone.
     assert conf["efa"]["NCCL_SOCKET_IFNAME"] == "^lo,docker"
     assert (conf["efa"]["FI_PROVIDER"], conf["efa"]["FI_EFA_USE_DEVICE_RDMA"]) == ("efa", "1")
-    assert conf["efa"]["NCCL_NET_GDR_LEVEL"] == "2"
+    assert "NCCL_NET_GDR_LEVEL" not in conf["efa"]
     assert "NCCL_IB_QPS_PER_CONNECTION" not in conf["efa"]
     assert conf["infiniband_workaround"]["NCCL_IB_QPS_PER_CONNECTION"] == "2"
     assert "NCCL_IB_DISABLE" not in conf["infiniband_workaround"]

@@ -203,7 +203,7 @@ def test_stack_outputs_become_an_aws_ec2_plugin_config(
     assert doc["compose"]["gpu_facts_expected_nvidia_gpus"] == "8"
     assert doc["compose"]["gpu_facts_expected_nvswitch_fabric"] == "'nvswitch'"
     assert doc["compose"]["nccl_fabric"] == "'efa'"
-    efa = "{'FI_PROVIDER': 'efa', 'FI_EFA_USE_DEVICE_RDMA': '1', 'NCCL_NET_GDR_LEVEL': '2'}"
+    efa = "{'FI_PROVIDER': 'efa', 'FI_EFA_USE_DEVICE_RDMA': '1'}"
     assert doc["compose"]["burnin_fabric_environment"] == efa and doc["compose"]["nccl_environment"] == efa
     assert doc["compose"]["lustre_client_mgs_nids"] == "['fs-0abc.fsx.us-east-2.amazonaws.com@tcp']"
     assert doc["compose"]["lustre_client_fsname"] == "'x7yz'"
