@@ -9,7 +9,9 @@
    Needs PyTorch installed (the gpu extra); skipped without it.
 
 CPU seconds are this process's and its children's (getrusage), so what else runs on the machine
-does not count; wall seconds are printed beside them for reading only.
+does not count; wall seconds are printed beside them for reading only. Each side runs --repeat
+times (the launcher's two sides interleaved, alternating which goes first); printed: min / median
+/ max per side, and the ratio of the medians with the range of the per-repeat ratios.
 """
 
 from __future__ import annotations
@@ -66,9 +68,12 @@ def launcher(repeat: int) -> None:
         code = LAUNCHER.format(patch=patch)
         subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
 
-    asked = [measured(lambda: run("multinode.torch_gpu_evidence = lambda: True")) for _ in range(repeat)]
-    counted = [measured(lambda: run("pass")) for _ in range(repeat)]
-    report("launcher ranks", "asking PyTorch", asked, "sysfs and /dev", counted)
+    sides: dict[str, list[tuple[float, float]]] = {"asked": [], "counted": []}
+    patches = {"asked": "multinode.torch_gpu_evidence = lambda: True", "counted": "pass"}
+    for i in range(repeat):
+        for side in list(sides)[:: 1 if i % 2 == 0 else -1]:
+            sides[side].append(measured(partial(run, patches[side])))
+    report("launcher ranks", "asking PyTorch", sides["asked"], "sysfs and /dev", sides["counted"])
 
 
 def report(
@@ -78,13 +83,17 @@ def report(
     after_name: str,
     after: list[tuple[float, float]],
 ) -> None:
-    b_cpu = statistics.median(c for c, _ in before)
-    a_cpu = statistics.median(c for c, _ in after)
-    b_wall = statistics.median(w for _, w in before)
-    a_wall = statistics.median(w for _, w in after)
+    def spread(values: list[float]) -> str:
+        return "/".join(f"{v:.2f}" for v in (min(values), statistics.median(values), max(values)))
+
+    b_cpu, a_cpu = [c for c, _ in before], [c for c, _ in after]
+    b_wall, a_wall = [w for _, w in before], [w for _, w in after]
+    per_rep = [a / b for a, b in zip(a_cpu, b_cpu, strict=True)]
     print(
-        f"{what}: {before_name} {b_cpu:.2f} CPU-s ({b_wall:.2f} s), {after_name} {a_cpu:.2f} CPU-s "
-        f"({a_wall:.2f} s): {after_name} costs {a_cpu / b_cpu:.2f} x the CPU"
+        f"{what} (min/median/max of {len(before)}): {before_name} {spread(b_cpu)} CPU-s ({spread(b_wall)} s), "
+        f"{after_name} {spread(a_cpu)} CPU-s ({spread(a_wall)} s): {after_name} costs "
+        f"{statistics.median(a_cpu) / statistics.median(b_cpu):.2f} x the CPU "
+        f"(per repeat {min(per_rep):.2f}-{max(per_rep):.2f})"
     )
 
 

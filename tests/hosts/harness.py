@@ -19,7 +19,7 @@ a cgroup v1 cpu group from its first instruction, so `cpu_limit` throttles every
 Hosts that measure (all but `background=True` ones) take turns with every other test process on
 this machine: a burn-in (MEASURING_COMMAND) waits, stopped, while another host measures, so test
 processes can run fleet runs side by side; `measuring_turn()` gives a test that burns this machine
-itself in the same turn.
+itself in the same turn. `take_turns=False` opts out (a benchmark timing hosts side by side).
 
 The hosts' Python caches the bytecode of the modules Ansible sends as zips, which Python itself
 never caches (zipimport_bytecode.py): a trivial task costs this machine about a fifth less CPU.
@@ -159,6 +159,9 @@ class TestHosts:
     # own (CGROUP_BACKGROUND_DIR), so their package installs cannot slow a host being measured.
     background: bool = False
     hosts: list[TestHost] = field(default_factory=list)
+    # False: measuring hosts skip the machine's measuring turns (MeasuringTurns) and all measure at
+    # once; for a benchmark that times hosts measuring side by side (benchmarks/fleet_run.py).
+    take_turns: bool = True
 
     def __post_init__(self) -> None:
         # Fixed width: 5 base-36 digits of the pid, 2 random; names embed it at a fixed offset.
@@ -233,7 +236,7 @@ class TestHosts:
             for host in self.hosts:
                 self._wait_ready(host)
                 self._start_master(host)
-            if not self.background:
+            if not self.background and self.take_turns:
                 self._turns = MeasuringTurns(self.hosts, outside_turns=self._capped)
         except BaseException:
             self.close()
