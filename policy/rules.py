@@ -43,6 +43,9 @@ BUCKET = "aws:s3/bucket:Bucket"
 BUCKET_SSE = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 BUCKET_PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 BUCKET_VERSIONING = "aws:s3/bucketVersioning:BucketVersioning"
+BUCKET_POLICY = "aws:s3/bucketPolicy:BucketPolicy"
+# A bucket's companions: separate resources that name their bucket in `bucket` (its id).
+BUCKET_COMPANIONS = frozenset({BUCKET_SSE, BUCKET_PAB, BUCKET_VERSIONING, BUCKET_POLICY})
 SG = "aws:ec2/securityGroup:SecurityGroup"
 SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
 SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
@@ -86,6 +89,19 @@ AZURE_PUBLIC_IP = "azure-native:network:PublicIPAddress"
 AZURE_NAT_GATEWAY = "azure-native:network:NatGateway"
 AZURE_STORAGE_ACCOUNT = "azure-native:storage:StorageAccount"
 AZURE_AMLFS = "azure-native:storagecache:AmlFilesystem"
+AZURE_ROLE_ASSIGNMENT = "azure-native:authorization:RoleAssignment"
+AZURE_ROLE_DEFINITION = "azure-native:authorization:RoleDefinition"
+# Built-in roles no fleet identity needs (their ids are the same in every tenant):
+# https://learn.microsoft.com/azure/role-based-access-control/built-in-roles/privileged
+AZURE_BROAD_ROLES = {
+    "8e3af657-a8ff-443c-a75c-2fe8c4bcb635": "Owner",
+    "b24988ac-6180-42a0-ab88-20f7382dd24c": "Contributor",
+    "18d7d88d-d35e-4fb5-a5c3-7773c20a72d9": "User Access Administrator",
+}
+# Scopes far wider than a fleet's resource group: a subscription, a management group, the root.
+AZURE_BROAD_SCOPE = re.compile(
+    r"^(/|/subscriptions/[^/]+/?|/providers/microsoft\.management/managementgroups/[^/]+/?)$", re.IGNORECASE
+)
 # Every Azure resource the fleet's stack creates that takes `tags` (ARM resources that support tags).
 AZURE_TAGGED = frozenset(
     {
@@ -110,6 +126,8 @@ ROLE = "aws:iam/role:Role"
 ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 POLICY_ATTACHMENT = "aws:iam/policyAttachment:PolicyAttachment"
+IAM_POLICY = "aws:iam/policy:Policy"
+ROLE_POLICY_ATTACHMENTS_EXCLUSIVE = "aws:iam/rolePolicyAttachmentsExclusive:RolePolicyAttachmentsExclusive"
 SSH_PORT = 22
 # The SSM actions that read parameter values, lower case (IAM action names are case-insensitive).
 PARAMETER_READS = (
@@ -140,16 +158,50 @@ UNTAGGABLE = frozenset(
         "aws:ec2/securityGroupRule:SecurityGroupRule",
         "aws:iam/rolePolicy:RolePolicy",
         "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+        ROLE_POLICY_ATTACHMENTS_EXCLUSIVE,
         "aws:kms/alias:Alias",
         "aws:s3/bucketVersioning:BucketVersioning",
         BUCKET_SSE,
         BUCKET_PAB,
         "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration",
-        "aws:s3/bucketPolicy:BucketPolicy",
+        BUCKET_POLICY,
         "aws:s3/bucketOwnershipControls:BucketOwnershipControls",
     }
 )
 KMS_ALGORITHMS = frozenset({"aws:kms", "aws:kms:dsse"})
+
+
+class UnknownValue(Exception):
+    """A rule read a value that is not known until its resource is created (preview)."""
+
+
+class Unknown:
+    """A value the engine cannot know at preview (an output of a resource not yet created).
+
+    policy/__main__.py hands the rules CrossGuard's unknowns as UNKNOWN. Using it as a value (truth,
+    comparison, hashing, text, number, iteration) raises UnknownValue, so a rule cannot mistake it
+    for a real value: the part of the rule that needs it becomes undecided (see `_part`) instead of
+    passing or failing on a placeholder. `is`, `isinstance` and repr stay usable."""
+
+    def __repr__(self) -> str:
+        return "<unknown until created>"
+
+    def _unknown(self, *_: Any) -> Any:
+        raise UnknownValue
+
+    __bool__ = __eq__ = __ne__ = __hash__ = __str__ = __format__ = _unknown
+    __int__ = __float__ = __index__ = __iter__ = __len__ = __getitem__ = _unknown
+
+
+UNKNOWN = Unknown()
+
+
+class Undecided(str):
+    """A rule's message for a part it cannot judge until values are known: not a violation.
+
+    CrossGuard reports these as its advisory "can't run during preview" (policy/__main__.py); the
+    same rule judges the part once the values are known (`pulumi up` before creating a resource,
+    after creating the stack for stack rules). `check` keeps them as violations: fail closed."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +211,9 @@ class Resource:
     props: Mapping[str, Any]
     id: str | None = None
     urn: str | None = None
+    # Input property -> URNs of the resources its value comes from (CrossGuard's
+    # property_dependencies): known at preview even while the values themselves are not.
+    dependencies: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -194,13 +249,62 @@ class StackRule:
 # --------------------------------------------------------------------------- helpers
 
 
+def _known(value: Any) -> Any:
+    """The value itself; UnknownValue where it is not known until created."""
+    if isinstance(value, Unknown):
+        raise UnknownValue
+    return value
+
+
+def _known_str(value: Any) -> str | None:
+    """A known, non-empty string, else None: for matching by name or id, never for judging."""
+    return value if isinstance(value, str) and value else None
+
+
+def _part(where: str, messages: Iterable[str]) -> Iterator[str]:
+    """One independently judged part of a rule (an interface, a volume, a statement, a source).
+
+    A value unknown at preview makes this part undecided and the rule goes on to the next part,
+    so one unknown value hides no violation elsewhere in the resource."""
+    try:
+        yield from messages
+    except UnknownValue:
+        yield Undecided(f"{where} cannot be judged until its values are known (after creation)")
+
+
+def judge(rule: ResourceRule, type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """One resource rule on one resource: its messages, Undecided ones included, never raising."""
+    yield from _part(f"{rule.name}: a value it reads", rule.check(type_, props))
+
+
+def judge_stack(rule: StackRule, resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
+    """One stack rule: its (culprit, message) pairs, Undecided ones included, never raising."""
+    found = rule.check(resources)
+    while True:
+        try:
+            yield next(found)
+        except StopIteration:
+            return
+        except UnknownValue:  # the generator is finished: the rest of the rule is undecided
+            yield None, Undecided(f"{rule.name}: a value it reads is not known until created")
+            return
+
+
 def _true(value: Any) -> bool:
     """Launch templates carry booleans as strings ("true"); other resources as booleans."""
+    value = _known(value)
     return value is True or (isinstance(value, str) and value.lower() == "true")
+
+
+def _false(value: Any) -> bool:
+    """Stated false: False, or "false" in a launch template."""
+    value = _known(value)
+    return value is False or (isinstance(value, str) and value.lower() == "false")
 
 
 def _list(value: Any) -> list[Any]:
     """A list-valued property: any Sequence (CrossGuard's proxy is one), but never a string."""
+    value = _known(value)
     if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
         return list(value)
     return []
@@ -208,6 +312,7 @@ def _list(value: Any) -> list[Any]:
 
 def _sources(value: Any) -> list[Any]:
     """Source ranges: a list of them, or one bare value, which a rule must still judge (fail closed)."""
+    value = _known(value)
     if value is None:
         return []
     if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
@@ -216,6 +321,7 @@ def _sources(value: Any) -> list[Any]:
 
 
 def _map(value: Any) -> Mapping[str, Any]:
+    value = _known(value)
     return value if isinstance(value, Mapping) else {}
 
 
@@ -258,9 +364,13 @@ def _port_ranges_cover_ssh(ranges: Iterable[Any]) -> bool:
 
 def _source_problems(where: str, sources: Iterable[Any]) -> Iterator[str]:
     for source in sources:
-        problem = ssh_source_problem(source)
-        if problem is not None:
-            yield f"{where} opens SSH (port {SSH_PORT}): {problem}"  # problem quotes the source, bounded
+        yield from _part(f"{where}'s SSH source", _source_problem(where, source))
+
+
+def _source_problem(where: str, source: Any) -> Iterator[str]:
+    problem = ssh_source_problem(_known(source))
+    if problem is not None:
+        yield f"{where} opens SSH (port {SSH_PORT}): {problem}"  # problem quotes the source, bounded
 
 
 # --------------------------------------------------------------------------- resource rules
@@ -268,30 +378,26 @@ def _source_problems(where: str, sources: Iterable[Any]) -> Iterator[str]:
 
 def no_public_ip(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
     if type_ == LAUNCH_TEMPLATE:
-        interfaces = [_map(i) for i in _list(props.get("networkInterfaces"))]
+        interfaces = _list(props.get("networkInterfaces"))
         if not interfaces:
-            yield "declares no network interfaces, so the subnet's default decides whether nodes get a public IP"
-        for ni in interfaces:
-            card, dev = ni.get("networkCardIndex", 0) or 0, ni.get("deviceIndex", 0) or 0
-            if _true(ni.get("associatePublicIpAddress")):
-                yield f"interface card {card} device {dev} asks for a public IP"
-            elif (card, dev) == (0, 0) and ni.get("associatePublicIpAddress") is None:
-                yield "primary interface does not state associatePublicIpAddress=false"
-    elif type_ == INSTANCE and _true(props.get("associatePublicIpAddress")):
-        yield "asks for a public IP"
+            yield "declares no networkInterfaces, so the subnet's default decides whether nodes get a public IP"
+        for index, ni in enumerate(interfaces):
+            yield from _part(f"networkInterfaces[{index}]", _aws_interface(f"networkInterfaces[{index}]", ni))
+    elif type_ == INSTANCE:
+        yield from _aws_instance_public_ip(props)
     elif type_ == SUBNET and _true(props.get("mapPublicIpOnLaunch")):
-        yield "maps a public IP onto every instance launched in it"
+        yield "mapPublicIpOnLaunch is true: every instance launched in it gets a public IP; allowed: false"
     elif type_ in GCP_VM_TYPES:
         yield from _gcp_vm_external_ips(type_, props)
     elif type_ == GCP_TPU_QUEUED:
-        specs = [_map(s) for s in _list(_map(props.get("tpu")).get("nodeSpecs"))]
+        specs = _list(_map(props.get("tpu")).get("nodeSpecs"))
         if not specs:
             yield "declares no tpu.nodeSpecs, so nothing states enableExternalIps=false"
         for index, spec in enumerate(specs):
-            config = _map(_map(spec.get("node")).get("networkConfig"))
-            yield from _tpu_external_ips(f"tpu.nodeSpecs[{index}].node.networkConfig", config)
+            where = f"tpu.nodeSpecs[{index}].node.networkConfig"
+            yield from _part(where, _tpu_node_external_ips(where, spec))
     elif type_ == GCP_TPU_VM:
-        yield from _tpu_external_ips("networkConfig", _map(props.get("networkConfig")))
+        yield from _tpu_vm_external_ips(props)
     elif type_ == AZURE_VMSS:
         profile = _map(_map(props.get("virtualMachineProfile")).get("networkProfile"))
         yield from _azure_nic_configurations("virtualMachineProfile.networkProfile", profile)
@@ -300,8 +406,46 @@ def no_public_ip(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
     elif type_ == AZURE_NIC:
         for index, config in enumerate(_map(c) for c in _list(props.get("ipConfigurations"))):
             inner = {**_map(config.get("properties")), **config}
-            if inner.get("publicIPAddress"):
-                yield f"ipConfigurations[{index}] attaches a public IP address"
+            if inner.get("publicIPAddress") is not None:
+                yield f"ipConfigurations[{index}].publicIPAddress attaches a public IP address; allowed: none"
+
+
+def _aws_interface(where: str, interface: Any) -> Iterator[str]:
+    """A launch template interface: no public IPv4, stated on the primary one, and no IPv6 addresses."""
+    ni = _map(interface)
+    card, dev = ni.get("networkCardIndex", 0) or 0, ni.get("deviceIndex", 0) or 0
+    public = ni.get("associatePublicIpAddress")
+    if _true(public):
+        yield f"{where}.associatePublicIpAddress is true (card {card}, device {dev}); allowed: false"
+    elif (card, dev) == (0, 0) and public is None:
+        yield f"{where}.associatePublicIpAddress is not stated on the primary interface; allowed: false"
+    yield from _aws_ipv6(where, ni)
+
+
+def _aws_ipv6(where: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """IPv6 addresses on an AWS interface are globally routable: public addressing by another name
+    (the GCP rule refuses ipv6AccessConfigs for the same reason). Nodes reach out through NAT."""
+    count = _known(props.get("ipv6AddressCount"))
+    if count is not None and float(count) > 0:
+        shown = int(count) if float(count).is_integer() else count  # CrossGuard's numbers are floats
+        yield f"{where}.ipv6AddressCount is {shown}: a globally routable IPv6 address; allowed: 0 or unset"
+    if _list(props.get("ipv6Addresses")):
+        yield f"{where}.ipv6Addresses names globally routable IPv6 addresses; allowed: none"
+    for key in ("primaryIpv6", "enablePrimaryIpv6"):  # a launch template's / an instance's name
+        if _true(props.get(key)):
+            yield f"{where}.{key} is true: a globally routable IPv6 address; allowed: false or unset"
+
+
+def _aws_instance_public_ip(props: Mapping[str, Any]) -> Iterator[str]:
+    """As for a launch template's primary interface: stated false, not left to the subnet, unless
+    the instance is given existing interfaces (which get no public address of their own)."""
+    public = props.get("associatePublicIpAddress")
+    own_interfaces = props.get("primaryNetworkInterface") is not None or _list(props.get("networkInterfaces"))
+    if _true(public):
+        yield "associatePublicIpAddress is true; allowed: false"
+    elif public is None and not own_interfaces:
+        yield "associatePublicIpAddress is not stated, so the subnet's default decides; allowed: false"
+    yield from _aws_ipv6("the instance", props)
 
 
 def _azure_nic_configurations(where: str, profile: Mapping[str, Any]) -> Iterator[str]:
@@ -317,22 +461,44 @@ def _azure_nic_configurations(where: str, profile: Mapping[str, Any]) -> Iterato
 
 def _gcp_vm_external_ips(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
     """An access config on a GCE network interface is an external address (IPv4 or IPv6)."""
-    interfaces = [_map(i) for i in _list(props.get("networkInterfaces"))]
+    interfaces = _list(props.get("networkInterfaces"))
     if not interfaces and type_ != GCP_INSTANCE_FROM_TEMPLATE:  # that one inherits its template's
         yield "declares no networkInterfaces, so they cannot be judged"
     for index, ni in enumerate(interfaces):
-        if _list(ni.get("accessConfigs")):
-            yield f"networkInterfaces[{index}] has accessConfigs: an external IPv4 address"
-        if _list(ni.get("ipv6AccessConfigs")):
-            yield f"networkInterfaces[{index}] has ipv6AccessConfigs: an external IPv6 address"
+        yield from _part(f"networkInterfaces[{index}]", _gcp_interface(index, ni))
 
 
-def _tpu_external_ips(where: str, config: Mapping[str, Any]) -> Iterator[str]:
+def _gcp_interface(index: int, interface: Any) -> Iterator[str]:
+    ni = _map(interface)
+    if _list(ni.get("accessConfigs")):
+        yield f"networkInterfaces[{index}].accessConfigs is set: an external IPv4 address; allowed: none"
+    if _list(ni.get("ipv6AccessConfigs")):
+        yield f"networkInterfaces[{index}].ipv6AccessConfigs is set: an external IPv6 address; allowed: none"
+
+
+def _tpu_node_external_ips(where: str, spec: Any) -> Iterator[str]:
+    yield from _tpu_external_ips(where, _map(_map(_map(spec).get("node")).get("networkConfig")))
+
+
+def _tpu_vm_external_ips(props: Mapping[str, Any]) -> Iterator[str]:
+    """A TPU VM has a networkConfig and a list of networkConfigs (multi-NIC): every one of them is
+    judged; networkConfig must state false whenever no networkConfigs replace it."""
+    configs = _list(props.get("networkConfigs"))
+    single = props.get("networkConfig")
+    if single is not None or not configs:
+        yield from _part("networkConfig", _tpu_external_ips("networkConfig", single))
+    for index, config in enumerate(configs):
+        where = f"networkConfigs[{index}]"
+        yield from _part(where, _tpu_external_ips(where, config))
+
+
+def _tpu_external_ips(where: str, network_config: Any) -> Iterator[str]:
+    config = _map(network_config)
     # Stated, not defaulted: gcloud gives TPU VMs external IPs unless told otherwise, so the rule
     # asks for an explicit false as the AWS rule does for a launch template's primary interface.
     value = config.get("enableExternalIps")
     if _true(value):
-        yield f"{where}.enableExternalIps is true: every TPU worker gets an external IP"
+        yield f"{where}.enableExternalIps is true: every TPU worker gets an external IP; allowed: false"
     elif value is None:
         yield f"{where} does not state enableExternalIps=false"
 
@@ -349,23 +515,23 @@ def imdsv2_required(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
 
 def encrypted_at_rest(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
     if type_ == LAUNCH_TEMPLATE:
-        mappings = [_map(m) for m in _list(props.get("blockDeviceMappings"))]
+        mappings = _list(props.get("blockDeviceMappings"))
         if not mappings:
-            yield "maps no root volume, so the image decides whether it is encrypted"
-        for m in mappings:
-            ebs = _map(m.get("ebs"))
-            if ebs and not _true(ebs.get("encrypted")):
-                yield f"volume {m.get('deviceName')} is not encrypted"
+            yield "blockDeviceMappings maps no root volume, so the image decides whether it is encrypted"
+        for index, mapping in enumerate(mappings):
+            where = f"blockDeviceMappings[{index}]"
+            yield from _part(where, _launch_template_volume(where, mapping))
     elif type_ == INSTANCE:
-        volumes = [
-            _map(props.get("rootBlockDevice")),
-            *(_map(v) for v in _list(props.get("ebsBlockDevices"))),
+        # As for a launch template: a root volume left out is the image's to encrypt or not.
+        if props.get("rootBlockDevice") is None:
+            yield "rootBlockDevice is not stated, so the image decides whether it is encrypted"
+        volumes = [("rootBlockDevice", props.get("rootBlockDevice"))] + [
+            (f"ebsBlockDevices[{i}]", v) for i, v in enumerate(_list(props.get("ebsBlockDevices")))
         ]
-        for v in volumes:
-            if v and not _true(v.get("encrypted")):
-                yield f"volume {v.get('deviceName', 'root')} is not encrypted"
+        for where, volume in volumes:
+            yield from _part(where, _instance_volume(where, volume))
     elif type_ == EBS_VOLUME and not _true(props.get("encrypted")):
-        yield "volume is not encrypted"
+        yield "encrypted is not true; allowed: true"
     elif type_ == LUSTRE and not props.get("kmsKeyId"):
         yield "has no kmsKeyId: encrypt the file system with the fleet's KMS key"
     elif type_ in {AZURE_VMSS, AZURE_VM}:
@@ -377,15 +543,35 @@ def encrypted_at_rest(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
             yield f"{where}.encryptionAtHost is not true: temp disks and caches stay unencrypted"
 
 
+def _launch_template_volume(where: str, mapping: Any) -> Iterator[str]:
+    ebs = _map(_map(mapping).get("ebs"))
+    if ebs and not _true(ebs.get("encrypted")):
+        device = _map(mapping).get("deviceName")
+        yield f"{where}.ebs.encrypted is not true (device {device!r}); allowed: true"
+
+
+def _instance_volume(where: str, volume: Any) -> Iterator[str]:
+    v = _map(volume)
+    if v and not _true(v.get("encrypted")):
+        yield f"{where}.encrypted is not true (device {v.get('deviceName', 'root')!r}); allowed: true"
+
+
 def _aws_inline_ingress(props: Mapping[str, Any]) -> Iterator[str]:
-    for index, rule in enumerate(_map(r) for r in _list(props.get("ingress"))):
-        if _covers_ssh(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort")):
-            label = f"inline ingress rule {index}"
-            if rule.get("description"):
-                label += f" ({str(rule.get('description'))[:60]!r})"
-            yield from _source_problems(
-                label, _sources(rule.get("cidrBlocks")) + _sources(rule.get("ipv6CidrBlocks"))
-            )
+    for index, rule in enumerate(_list(props.get("ingress"))):
+        yield from _part(f"inline ingress rule {index}", _aws_inline_rule(index, _map(rule)))
+
+
+def _aws_inline_rule(index: int, rule: Mapping[str, Any]) -> Iterator[str]:
+    if _covers_ssh(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort")):
+        label = f"inline ingress rule {index}"
+        if rule.get("description"):
+            label += f" ({str(rule.get('description'))[:60]!r})"
+        yield from _source_problems(
+            label,
+            _sources(rule.get("cidrBlocks"))
+            + _sources(rule.get("ipv6CidrBlocks"))
+            + _sources(rule.get("prefixListIds")),
+        )
 
 
 def _gcp_firewall(props: Mapping[str, Any]) -> Iterator[str]:
@@ -432,13 +618,21 @@ def ssh_not_from_internet(type_: str, props: Mapping[str, Any]) -> Iterator[str]
     """SSH sources are judged by fleet.netpolicy: private ranges or small public blocks only."""
     if type_ == SG_INGRESS:
         if _covers_ssh(props.get("ipProtocol"), props.get("fromPort"), props.get("toPort")):
+            # A managed prefix list is a source like a CIDR, but its entries live outside the
+            # resource, so it cannot be shown to be narrow: judged as a source, it fails closed.
             yield from _source_problems(
-                "the rule", _sources(props.get("cidrIpv4")) + _sources(props.get("cidrIpv6"))
+                "the rule",
+                _sources(props.get("cidrIpv4"))
+                + _sources(props.get("cidrIpv6"))
+                + _sources(props.get("prefixListId")),
             )
     elif type_ == SG_RULE and props.get("type") == "ingress":
         if _covers_ssh(props.get("protocol"), props.get("fromPort"), props.get("toPort")):
             yield from _source_problems(
-                "the rule", _sources(props.get("cidrBlocks")) + _sources(props.get("ipv6CidrBlocks"))
+                "the rule",
+                _sources(props.get("cidrBlocks"))
+                + _sources(props.get("ipv6CidrBlocks"))
+                + _sources(props.get("prefixListIds")),
             )
     elif type_ in {SG, DEFAULT_SG}:
         yield from _aws_inline_ingress(props)
@@ -476,9 +670,9 @@ def azure_storage_account_protected(type_: str, props: Mapping[str, Any]) -> Ite
         yield "enableHttpsTrafficOnly is not true: plain HTTP reaches the account"
     if props.get("minimumTlsVersion") not in AZURE_TLS_OK:
         yield f"minimumTlsVersion is {props.get('minimumTlsVersion')!r}; allowed: TLS1_2, TLS1_3"
-    if props.get("allowBlobPublicAccess") is not False:
+    if not _false(props.get("allowBlobPublicAccess")):
         yield "allowBlobPublicAccess is not false: containers can be made public"
-    if props.get("allowSharedKeyAccess") is not False:
+    if not _false(props.get("allowSharedKeyAccess")):
         yield "allowSharedKeyAccess is not false: account keys grant full access; use Entra ID"
 
 
@@ -486,8 +680,9 @@ def _policy_arn_name(arn: Any) -> str:
     return str(arn).rpartition("/")[2] if isinstance(arn, str) else ""
 
 
-def _statements(document: Any) -> list[Mapping[str, Any]] | None:
+def _statements(document: Any) -> list[Any] | None:
     """A policy document's statements; None when the document cannot be read."""
+    document = _known(document)
     if isinstance(document, str):
         try:
             document = json.loads(document)
@@ -495,54 +690,102 @@ def _statements(document: Any) -> list[Mapping[str, Any]] | None:
             return None
     if not isinstance(document, Mapping):
         return None
-    statements = document.get("Statement")
+    statements = _known(document.get("Statement"))
     if isinstance(statements, Mapping):
         return [statements]
     if isinstance(statements, Sequence) and not isinstance(statements, str):
-        return [_map(s) for s in statements]
+        return list(statements)
     return None
 
 
+def _on_every_resource(statement: Mapping[str, Any]) -> bool:
+    """Resource "*" (or ARNs that end in a bare wildcard), or NotResource: every resource but some."""
+    if statement.get("NotResource") is not None:
+        return True
+    resources = [str(r) for r in _sources(statement.get("Resource"))]
+    return any(r == "*" or r.endswith((":parameter/*", ":parameter*", ":*")) for r in resources)
+
+
 def _reads_every_parameter(statement: Mapping[str, Any]) -> bool:
-    if statement.get("Effect") != "Allow":
-        return False
+    if statement.get("Effect") != "Allow" or statement.get("NotAction") is not None:
+        return False  # NotAction is judged on its own (_allows_all_but)
     actions = [str(a).lower() for a in _sources(statement.get("Action"))]
     if not any(fnmatch.fnmatchcase(read, a) for read in PARAMETER_READS for a in actions):
         return False
-    resources = [str(r) for r in _sources(statement.get("Resource"))]
-    return any(r == "*" or r.endswith((":parameter/*", ":parameter*", ":*")) for r in resources)
+    return _on_every_resource(statement)
+
+
+def _allows_all_but(statement: Mapping[str, Any]) -> bool:
+    """Allow + NotAction grants every action of every service except those listed."""
+    return (
+        statement.get("Effect") == "Allow"
+        and statement.get("NotAction") is not None
+        and _on_every_resource(statement)
+    )
+
+
+def _statement_problems(where: str, raw: Any) -> Iterator[str]:
+    statement = _map(raw)
+    if _allows_all_but(statement):
+        yield (
+            f"{where}: Effect Allow with NotAction on every resource grants every action but those listed; "
+            "allowed: Action naming what the node needs"
+        )
+    elif _reads_every_parameter(statement):
+        yield f"{where} lets the node read every SSM parameter in the account (ssm:GetParameter* on all)"
 
 
 def _document_problems(where: str, document: Any) -> Iterator[str]:
     statements = _statements(document)
     if statements is None:
         yield f"{where} cannot be read as an IAM policy document, so it cannot be judged"
-    elif any(_reads_every_parameter(s) for s in statements):
-        yield f"{where} lets the node read every SSM parameter in the account (ssm:GetParameter* on all)"
+        return
+    for index, statement in enumerate(statements):
+        yield from _part(
+            f"{where} Statement[{index}]", _statement_problems(f"{where} Statement[{index}]", statement)
+        )
+
+
+def _policy_arns(type_: str, props: Mapping[str, Any]) -> list[Any]:
+    """The managed policies a resource attaches to a role."""
+    if type_ in {ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT}:
+        return [props.get("policyArn")]
+    if type_ == ROLE_POLICY_ATTACHMENTS_EXCLUSIVE:  # the role's whole set of managed policies
+        return _sources(props.get("policyArns"))
+    if type_ == ROLE:
+        return _sources(props.get("managedPolicyArns"))
+    return []
 
 
 def node_role_least_privilege(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
-    """Roles (fleetforge makes only node roles) get neither broad managed policies nor every parameter."""
-    if type_ in {ROLE_POLICY_ATTACHMENT, POLICY_ATTACHMENT}:
-        arns = [props.get("policyArn")]
-    elif type_ == ROLE:
-        arns = _sources(props.get("managedPolicyArns"))
-        for index, inline in enumerate(_map(p) for p in _list(props.get("inlinePolicies"))):
-            if inline.get("policy") is not None:
-                yield from _document_problems(
-                    f"inline policy {inline.get('name', index)!r}", inline["policy"]
-                )
-    elif type_ == ROLE_POLICY:
+    """Roles (fleetforge makes only node roles) get neither broad managed policies, nor every
+    parameter, nor every action but some; customer-managed policies are judged where they are
+    defined (aws:iam/policy:Policy), so attaching one is judged by its document there."""
+    if type_ == ROLE:
+        for index, inline in enumerate(_list(props.get("inlinePolicies"))):
+            yield from _part(f"inlinePolicies[{index}]", _inline_policy_problems(index, inline))
+    elif type_ in {ROLE_POLICY, IAM_POLICY}:
         yield from _document_problems("the policy", props.get("policy"))
         return
-    else:
-        return
-    for arn in arns:
-        if _policy_arn_name(arn) in BROAD_MANAGED_POLICIES:
-            yield (
-                f"attaches {_policy_arn_name(arn)}, which grants far more than a node needs "
-                "(it reads every SSM parameter); grant Session Manager's own actions inline instead"
-            )
+    for arn in _policy_arns(type_, props):
+        yield from _part("a policy ARN", _arn_problems(arn))
+
+
+def _inline_policy_problems(index: int, raw: Any) -> Iterator[str]:
+    inline = _map(raw)
+    if inline.get("policy") is not None:
+        yield from _document_problems(f"inline policy {inline.get('name', index)!r}", inline["policy"])
+
+
+def _arn_problems(arn: Any) -> Iterator[str]:
+    # An AWS managed policy's ARN is a literal, known at preview; an ARN not known until created
+    # is a policy this stack creates, whose document is judged on that aws:iam/policy:Policy.
+    name = _policy_arn_name(arn)
+    if name in BROAD_MANAGED_POLICIES:
+        yield (
+            f"attaches {name}, which grants far more than a node needs "
+            "(it reads every SSM parameter); grant Session Manager's own actions inline instead"
+        )
 
 
 def required_tags(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
@@ -632,74 +875,179 @@ def _default_compute_account(email: str) -> bool:
 def gcp_tpu_default_service_account(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
     """A queued resource's TPU VMs run as the project's default compute service account.
 
-    pulumi-gcp's queued resource node has no service-account field, so its TPU VMs run as
-    <project-number>-compute@developer.gserviceaccount.com, which Google grants the project's
-    Editor role unless the organization policy iam.automaticIamGrantsForDefaultServiceAccounts is
-    enforced (https://cloud.google.com/compute/docs/access/service-accounts). A node that one day
-    names its own account is judged by that account."""
+    pulumi-gcp's queued resource node (V2QueuedResourceTpuNodeSpecNode) has no service-account
+    field, so its TPU VMs always run as <project-number>-compute@developer.gserviceaccount.com,
+    which Google grants the project's Editor role unless the organization policy
+    iam.automaticIamGrantsForDefaultServiceAccounts is enforced
+    (https://cloud.google.com/compute/docs/access/service-accounts)."""
     if type_ != GCP_TPU_QUEUED:
         return
     for i, spec in enumerate(_list(_map(props.get("tpu")).get("nodeSpecs"))):
-        node = _map(_map(spec).get("node"))
-        email = str(_map(node.get("serviceAccount")).get("email") or "")
-        if _default_compute_account(email):
+        yield (
+            f"tpu.nodeSpecs[{i}] ({_map(spec).get('nodeId') or 'a slice'}) runs as the project's default "
+            "compute service account, which holds the project's Editor role unless that grant is "
+            "removed: remove roles/editor from <project-number>-compute@developer.gserviceaccount.com "
+            "(or enforce the organization policy iam.automaticIamGrantsForDefaultServiceAccounts) "
+            "before creating the slice, or create it outside this stack with `gcloud compute tpus "
+            "queued-resources create --service-account` and the fleet's own account"
+        )
+
+
+def gcs_bucket_protected(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Every GCS bucket: uniform bucket-level access, public access prevention enforced, versioned.
+
+    A resource rule, so `pulumi up` refuses the bucket before creating it (stack rules run only
+    after everything is created). Encryption is not judged here: GCS encrypts every object at rest
+    with Google's keys, and a customer key (CMEK) is judged by gcp-cmek-everywhere."""
+    if type_ != GCP_BUCKET:
+        return
+    if not _true(props.get("uniformBucketLevelAccess")):
+        yield "uniformBucketLevelAccess is not true (object ACLs could make objects public); allowed: true"
+    prevention = _known(props.get("publicAccessPrevention"))
+    if prevention != "enforced":
+        yield f"publicAccessPrevention is {prevention!r}; allowed: 'enforced'"
+    if not _true(_map(props.get("versioning")).get("enabled")):
+        yield "versioning.enabled is not true; allowed: true"
+
+
+def _role_definition_guid(role_definition_id: Any) -> str:
+    """The role's GUID, the last segment of .../providers/Microsoft.Authorization/roleDefinitions/<guid>."""
+    return str(_known(role_definition_id) or "").rstrip("/").rpartition("/")[2].lower()
+
+
+def azure_role_least_privilege(type_: str, props: Mapping[str, Any]) -> Iterator[str]:
+    """Fleet identities get narrow roles on narrow scopes: no Owner, Contributor or User Access
+    Administrator, nothing assigned on a subscription or management group, and no custom role
+    whose actions or dataActions reach every provider ("*", "*/read"...). The stack's own grants
+    (a custom checkpoint writer on one container, Key Vault Crypto Service Encryption User on one
+    vault) are all narrower."""
+    if type_ == AZURE_ROLE_ASSIGNMENT:
+        yield from _part("roleDefinitionId", _assigned_role_problems(props.get("roleDefinitionId")))
+        yield from _part("scope", _assignment_scope_problems(props.get("scope")))
+    elif type_ == AZURE_ROLE_DEFINITION:
+        for index, permission in enumerate(_list(props.get("permissions"))):
+            yield from _part(f"permissions[{index}]", _permission_problems(index, permission))
+
+
+def _assigned_role_problems(role_definition_id: Any) -> Iterator[str]:
+    role = AZURE_BROAD_ROLES.get(_role_definition_guid(role_definition_id))
+    if role is not None:
+        yield (
+            f"roleDefinitionId is the built-in {role} role; allowed: a role granting only what the "
+            f"fleet needs (not {', '.join(AZURE_BROAD_ROLES.values())})"
+        )
+
+
+def _assignment_scope_problems(raw: Any) -> Iterator[str]:
+    scope = str(_known(raw) or "")
+    if AZURE_BROAD_SCOPE.match(scope):
+        yield (
+            f"scope {scope[:120]!r} is a subscription, management group or the root; allowed: a "
+            "resource group or one resource"
+        )
+
+
+def _permission_problems(index: int, raw: Any) -> Iterator[str]:
+    permission = _map(raw)
+    for key in ("actions", "dataActions"):
+        broad = [str(a) for a in _sources(permission.get(key)) if str(a).startswith("*")]
+        if broad:
             yield (
-                f"tpu.nodeSpecs[{i}] ({_map(spec).get('nodeId') or 'a slice'}) runs as the project's default "
-                "compute service account, which holds the project's Editor role unless that grant is "
-                "removed: remove roles/editor from <project-number>-compute@developer.gserviceaccount.com "
-                "(or enforce the organization policy iam.automaticIamGrantsForDefaultServiceAccounts) "
-                "before creating the slice, or create it outside this stack with `gcloud compute tpus "
-                "queued-resources create --service-account` and the fleet's own account"
+                f"permissions[{index}].{key} has {', '.join(broad)[:120]}: every provider's operations; "
+                "allowed: named operations (Microsoft.<Provider>/...)"
             )
 
 
 # --------------------------------------------------------------------------- stack rules
 
 
+def _bucket_companions(resources: Sequence[Resource]) -> dict[int, dict[str, Resource]]:
+    """Each bucket's companions (SSE config, public access block, versioning, bucket policy), by
+    the bucket's index in `resources`.
+
+    A companion names its bucket in `bucket` (the bucket's id). On a fresh stack that id is not
+    known at preview, but the property's dependency (the bucket's URN) is, so a companion is
+    matched by name where it is known and by dependency where it is not."""
+    buckets = [(i, r) for i, r in enumerate(resources) if r.type == BUCKET]
+    by_key: dict[str, int] = {}
+    by_urn: dict[str, int] = {}
+    for i, b in buckets:
+        for key in (_known_str(b.props.get("bucket")), b.id, b.name):
+            if key is not None:
+                by_key.setdefault(key, i)
+        if b.urn:
+            by_urn[b.urn] = i
+    attached: dict[int, dict[str, Resource]] = {i: {} for i, _ in buckets}
+    for r in resources:
+        if r.type not in BUCKET_COMPANIONS:
+            continue
+        name = _known_str(r.props.get("bucket"))
+        if name is not None:
+            owner = by_key.get(name)
+        else:  # unknown until the bucket exists: its URN says which bucket it is
+            owner = next((by_urn[u] for u in r.dependencies.get("bucket", ()) if u in by_urn), None)
+        if owner is not None:
+            attached[owner][r.type] = r
+    return attached
+
+
+def _denies_plain_http(statement: Mapping[str, Any]) -> bool:
+    """Deny, to everyone, every S3 action on the bucket's objects when aws:SecureTransport is false."""
+    if statement.get("Effect") != "Deny":
+        return False
+    principal = _known(statement.get("Principal"))
+    if principal != "*" and _map(principal).get("AWS") not in ("*", ["*"]):
+        return False
+    actions = {str(a).lower() for a in _sources(statement.get("Action"))}
+    if not actions & {"*", "s3:*"}:
+        return False
+    if not any(str(r) == "*" or str(r).endswith("/*") for r in _sources(statement.get("Resource"))):
+        return False
+    secure = _map(_map(statement.get("Condition")).get("Bool")).get("aws:SecureTransport")
+    return any(str(v).lower() == "false" for v in _sources(secure))
+
+
+def _tls_problems(document: Any) -> Iterator[str]:
+    statements = _statements(document)
+    if not any(_denies_plain_http(_map(s)) for s in statements or []):
+        yield (
+            "its bucket policy does not deny plain HTTP; allowed: a statement with Effect Deny, "
+            'Principal "*", Action "s3:*" on the objects and Condition Bool aws:SecureTransport "false"'
+        )
+
+
+def _bucket_problems(bucket: Resource, attached: Mapping[str, Resource]) -> Iterator[str]:
+    props = bucket.props
+    sse = _map(attached[BUCKET_SSE].props) if BUCKET_SSE in attached else None
+    if sse is None:
+        sse = _map(props.get("serverSideEncryptionConfiguration"))
+    sse_rules = _list(sse.get("rules")) or ([sse["rule"]] if sse.get("rule") else [])  # inline: one rule
+    algorithms = {
+        _map(_map(rule).get("applyServerSideEncryptionByDefault")).get("sseAlgorithm") for rule in sse_rules
+    }
+    if not algorithms & KMS_ALGORITHMS:
+        yield f"has no default SSE-KMS encryption; allowed sseAlgorithm: {', '.join(sorted(KMS_ALGORITHMS))}"
+    pab = attached[BUCKET_PAB].props if BUCKET_PAB in attached else {}
+    switches = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    off = [s for s in switches if not _true(pab.get(s))]
+    if off:
+        yield f"public access block misses {', '.join(off)} (each must be true)"
+    versioning: Mapping[str, Any] = {}
+    if BUCKET_VERSIONING in attached:
+        versioning = _map(attached[BUCKET_VERSIONING].props.get("versioningConfiguration"))
+    if versioning.get("status") != "Enabled" and not _true(_map(props.get("versioning")).get("enabled")):
+        yield "versioning is not enabled; allowed: versioningConfiguration.status 'Enabled'"
+    policy = attached[BUCKET_POLICY].props.get("policy") if BUCKET_POLICY in attached else props.get("policy")
+    yield from _part("its bucket policy", _tls_problems(policy))
+
+
 def buckets_protected(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
-    """Every bucket: SSE-KMS by default, every public-access switch on, versioning enabled."""
-    by_bucket: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for r in resources:
-        if r.type in {BUCKET_SSE, BUCKET_PAB, BUCKET_VERSIONING} and isinstance(r.props.get("bucket"), str):
-            by_bucket.setdefault(r.props["bucket"], {})[r.type] = r.props
-    for r in resources:
-        if r.type != BUCKET:
-            continue
-        key = r.props.get("bucket") or r.id or r.name
-        attached = by_bucket.get(str(key), {})
-        sse = attached.get(BUCKET_SSE) or _map(r.props.get("serverSideEncryptionConfiguration"))
-        sse_rules = _list(sse.get("rules")) or ([sse["rule"]] if sse.get("rule") else [])  # inline: one rule
-        algorithms = {
-            _map(_map(rule).get("applyServerSideEncryptionByDefault")).get("sseAlgorithm")
-            for rule in sse_rules
-        }
-        if not algorithms & KMS_ALGORITHMS:
-            yield r, "has no default SSE-KMS encryption"
-        pab = attached.get(BUCKET_PAB, {})
-        switches = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
-        off = [s for s in switches if not _true(pab.get(s))]
-        if off:
-            yield r, f"public access block misses {', '.join(off)}"
-        versioning = _map(attached.get(BUCKET_VERSIONING, {}).get("versioningConfiguration"))
-        inline = _map(r.props.get("versioning"))
-        if versioning.get("status") != "Enabled" and not _true(inline.get("enabled")):
-            yield r, "versioning is not enabled"
-
-
-def gcp_buckets_protected(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
-    """Every GCS bucket: uniform bucket-level access, public access prevention enforced, versioned.
-
-    Encryption is not judged here: GCS encrypts every object at rest with Google's keys, and a
-    customer key (CMEK) is judged with the fleet's other stores by gcp-cmek-everywhere."""
-    for r in resources:
-        if r.type != GCP_BUCKET:
-            continue
-        if not _true(r.props.get("uniformBucketLevelAccess")):
-            yield r, "uniformBucketLevelAccess is not true (object ACLs could make objects public)"
-        if r.props.get("publicAccessPrevention") != "enforced":
-            yield r, f"publicAccessPrevention is {r.props.get('publicAccessPrevention')!r}; needs 'enforced'"
-        if not _true(_map(r.props.get("versioning")).get("enabled")):
-            yield r, "versioning.enabled is not true"
+    """Every bucket: SSE-KMS by default, every public-access switch on, versioning enabled, and a
+    bucket policy that refuses plain HTTP (encryption in transit)."""
+    for index, attached in _bucket_companions(resources).items():
+        bucket = resources[index]
+        for message in _part(f"bucket {bucket.name!r}", _bucket_problems(bucket, attached)):
+            yield bucket, message
 
 
 def _gcp_kms_uses(r: Resource) -> list[tuple[str, Any]]:
@@ -745,32 +1093,36 @@ def gcp_cmek_everywhere(resources: Sequence[Resource]) -> Iterator[tuple[Resourc
             yield r, f"{where} is on Google-managed keys while the fleet has a customer-managed KMS key"
 
 
-def _azure_ids(value: Any) -> list[Any]:
-    return [_map(ref).get("id") for ref in _list(value)]
-
-
 def azure_public_ips_only_for_nat(resources: Sequence[Resource]) -> Iterator[tuple[Resource | None, str]]:
-    """A PublicIPAddress may exist only as a NAT gateway's egress address. Matched by id where the
-    ids are known; at preview they are not, so then each NAT gateway reference covers one address."""
+    """A PublicIPAddress may exist only as a NAT gateway's egress address.
+
+    A gateway's reference is matched by id where the id is known. At preview a new address's id is
+    not, but the reference's dependency (the address's URN) is, and decides; a reference known by
+    neither is counted against one address whose id is unknown, so it cannot clear an address
+    that some other reference already accounts for."""
     addresses = [r for r in resources if r.type == AZURE_PUBLIC_IP]
-    refs = [
-        ref
-        for r in resources
-        if r.type == AZURE_NAT_GATEWAY
-        for ref in _azure_ids(r.props.get("publicIpAddresses"))
-    ]
-    known = [ref for ref in refs if isinstance(ref, str) and ref]
-    unknown = len(refs) - len(known)
+    claimed_urns: set[str] = set()
+    known: list[str] = []
+    unknown = 0
+    for nat in (r for r in resources if r.type == AZURE_NAT_GATEWAY):
+        depends_on = list(nat.dependencies.get("publicIpAddresses", ()))
+        claimed_urns.update(depends_on)
+        for ref in _list(nat.props.get("publicIpAddresses")):
+            ref_id = _known_str(_map(ref).get("id"))
+            if ref_id is not None:
+                known.append(ref_id)
+            elif not depends_on:  # nothing says which address it is
+                unknown += 1
     by_id = {a.id for a in addresses if a.id}
     # Known references no address claims by id may be an address whose own id is not known yet.
     unclaimed = len([ref for ref in known if ref not in by_id])
     for address in addresses:
-        if address.id and address.id in known:
+        if (address.urn is not None and address.urn in claimed_urns) or (address.id and address.id in known):
             continue
         if address.id is None and unclaimed > 0:
             unclaimed -= 1
             continue
-        if unknown > 0:
+        if address.id is None and unknown > 0:
             unknown -= 1
             continue
         yield address, "a public IP address no NAT gateway uses: nodes never get public addresses"
@@ -865,6 +1217,17 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
         "GCP nodes run as the fleet's own service account; no project owner or editor grants.",
         gcp_service_account_least_privilege,
     ),
+    ResourceRule(
+        "gcs-bucket-protected",
+        "GCS buckets use uniform bucket-level access, enforced public access prevention and versioning.",
+        gcs_bucket_protected,
+    ),
+    ResourceRule(
+        "azure-role-least-privilege",
+        "Azure identities get no Owner, Contributor or User Access Administrator, nothing on a subscription "
+        "or management group, and no custom role with wildcard actions.",
+        azure_role_least_privilege,
+    ),
 )
 # Reported, never refused: every TPU fleet the stack makes today would break them (pulumi-gcp
 # gives the stack no way to comply), so as mandatory rules they would refuse every TPU plan and
@@ -878,14 +1241,11 @@ ADVISORY_RULES: tuple[ResourceRule, ...] = (
 )
 STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
-        "bucket-protected", "Buckets are SSE-KMS encrypted, versioned and never public.", buckets_protected
+        "bucket-protected",
+        "Buckets are SSE-KMS encrypted, versioned, never public and refuse plain HTTP.",
+        buckets_protected,
     ),
     StackRule("one-instance-type", "A fleet is homogeneous: one instance type.", one_instance_type),
-    StackRule(
-        "gcs-bucket-protected",
-        "GCS buckets use uniform bucket-level access, enforced public access prevention and versioning.",
-        gcp_buckets_protected,
-    ),
     StackRule(
         "azure-public-ip-only-for-nat",
         "Azure public IP addresses exist only as NAT gateway egress addresses.",
@@ -904,7 +1264,7 @@ def _resource_violations(resources: Sequence[Resource], rules: Sequence[Resource
         Violation(rule.name, r.type, r.name, message, r.urn)
         for r in resources
         for rule in rules
-        for message in rule.check(r.type, r.props)
+        for message in judge(rule, r.type, r.props)
     ]
 
 
@@ -914,11 +1274,14 @@ def advise(resources: Iterable[Resource]) -> list[Violation]:
 
 
 def check(resources: Iterable[Resource]) -> list[Violation]:
-    """Every violation of every mandatory rule, resource rules first, in resource order."""
+    """Every violation of every mandatory rule, resource rules first, in resource order.
+
+    A part a rule cannot judge (an Undecided message: a value unknown until created) is kept as a
+    violation: `fleetforge plan` knows every value, so one there is a defect, never a pass."""
     resources = list(resources)
     found = _resource_violations(resources, RESOURCE_RULES)
     for stack_rule in STACK_RULES:
-        for culprit, message in stack_rule.check(resources):
+        for culprit, message in judge_stack(stack_rule, resources):
             found.append(
                 Violation(
                     stack_rule.name,

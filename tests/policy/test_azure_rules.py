@@ -21,6 +21,7 @@ from policy.rules import Resource, Violation
 from policy.rules import check as plain_check
 from tests.conftest import EXAMPLES
 from tests.policy.crossguard import crossguard
+from tests.policy.wire import getters
 
 TAGS = {"owner": "research-infra", "fleet": "ndh100", "dataset": "code-mix-v3", "managed-by": "fleetforge"}
 NAT_IP_ID = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Network/publicIPAddresses/ndh100-nat"
@@ -133,7 +134,7 @@ def fleet() -> list[Resource]:
         Resource(
             rules.AZURE_AMLFS,
             "ndh100-lustre",
-            {"skuName": "AMLFS-Durable-Premium-250", "storageCapacityTiB": 16, "tags": dict(TAGS)},
+            {"sku": {"name": "AMLFS-Durable-Premium-250"}, "storageCapacityTiB": 16, "tags": dict(TAGS)},
         ),
     ]
 
@@ -188,22 +189,29 @@ def test_type_tokens_are_pulumi_azure_natives() -> None:
 
 
 @pytest.mark.parametrize(
-    ("module", "wire_name"),
+    ("module", "cls", "wire_name"),
     [
-        ("compute._inputs", "publicIPAddressConfiguration"),
-        ("compute._inputs", "encryptionAtHost"),
-        ("compute._inputs", "disablePasswordAuthentication"),
-        ("network._inputs", "publicIPAddress"),
-        ("network._inputs", "publicIpAddresses"),
-        ("storage.storage_account", "enableHttpsTrafficOnly"),
-        ("storage.storage_account", "minimumTlsVersion"),
-        ("storage.storage_account", "allowBlobPublicAccess"),
-        ("storage.storage_account", "allowSharedKeyAccess"),
+        ("compute", "VirtualMachineScaleSetIPConfigurationArgs", "publicIPAddressConfiguration"),
+        ("compute", "VirtualMachineNetworkInterfaceIPConfigurationArgs", "publicIPAddressConfiguration"),
+        ("compute", "SecurityProfileArgs", "encryptionAtHost"),
+        ("compute", "LinuxConfigurationArgs", "disablePasswordAuthentication"),
+        ("network", "NetworkInterfaceIPConfigurationArgs", "publicIPAddress"),
+        ("network", "NatGateway", "publicIpAddresses"),
+        ("storage", "StorageAccount", "enableHttpsTrafficOnly"),
+        ("storage", "StorageAccount", "minimumTlsVersion"),
+        ("storage", "StorageAccount", "allowBlobPublicAccess"),
+        ("storage", "StorageAccount", "allowSharedKeyAccess"),
+        ("storagecache", "AmlFilesystem", "sku"),
+        ("authorization", "RoleAssignment", "roleDefinitionId"),
+        ("authorization", "RoleAssignment", "scope"),
+        ("authorization", "RoleDefinition", "permissions"),
+        ("authorization", "PermissionArgs", "actions"),
+        ("authorization", "PermissionArgs", "dataActions"),
     ],
 )
-def test_property_names_are_the_providers_wire_names(module: str, wire_name: str) -> None:
-    source = inspect.getsource(importlib.import_module(f"pulumi_azure_native.{module}"))
-    assert f'getter(name="{wire_name}")' in source
+def test_property_names_are_the_providers_wire_names(module: str, cls: str, wire_name: str) -> None:
+    """On the very class whose values the rule reads, not merely somewhere in the module."""
+    assert wire_name in getters(getattr(importlib.import_module(f"pulumi_azure_native.{module}"), cls))
 
 
 def test_the_fleet_passes_every_rule() -> None:
@@ -330,3 +338,48 @@ def test_planned_azure_examples_violate_nothing_and_a_changed_scale_set_does(exa
 
     fired = _fired(_changed(planned, rules.AZURE_VMSS, open_and_weak))
     assert {"no-public-ip", "password-authentication-disabled", "encrypted-at-rest"} <= fired
+
+
+# --------------------------------------------------------------------------- role assignments
+
+ROLE_IDS = "/subscriptions/0/providers/Microsoft.Authorization/roleDefinitions/"
+GROUP = "/subscriptions/0/resourceGroups/rg"
+
+
+def _role_messages(type_: str, props: dict[str, Any]) -> list[str]:
+    return [v.message for v in check([Resource(type_, "r", props)]) if v.rule == "azure-role-least-privilege"]
+
+
+@pytest.mark.parametrize(
+    ("guid", "role"),
+    [
+        ("8e3af657-a8ff-443c-a75c-2fe8c4bcb635", "Owner"),
+        ("b24988ac-6180-42a0-ab88-20f7382dd24c", "Contributor"),
+        ("18d7d88d-d35e-4fb5-a5c3-7773c20a72d9", "User Access Administrator"),
+    ],
+)
+def test_broad_built_in_roles_are_refused(guid: str, role: str) -> None:
+    found = _role_messages(rules.AZURE_ROLE_ASSIGNMENT, {"roleDefinitionId": ROLE_IDS + guid, "scope": GROUP})
+    assert len(found) == 1 and role in found[0] and "roleDefinitionId" in found[0]
+
+
+@pytest.mark.parametrize(
+    "scope",
+    ["/subscriptions/0", "/subscriptions/0/", "/providers/Microsoft.Management/managementGroups/mg", "/"],
+)
+def test_assignments_on_a_subscription_or_management_group_are_refused(scope: str) -> None:
+    reader = ROLE_IDS + "e147488a-f6f5-4113-8e2d-b22465e65bf6"
+    assert len(_role_messages(rules.AZURE_ROLE_ASSIGNMENT, {"roleDefinitionId": reader, "scope": scope})) == 1
+    assert _role_messages(rules.AZURE_ROLE_ASSIGNMENT, {"roleDefinitionId": reader, "scope": GROUP}) == []
+
+
+@pytest.mark.parametrize(("key", "action"), [("actions", "*"), ("dataActions", "*"), ("actions", "*/read")])
+def test_custom_roles_with_wildcard_actions_are_refused(key: str, action: str) -> None:
+    narrow = {
+        "actions": ["Microsoft.Storage/storageAccounts/blobServices/containers/read"],
+        "dataActions": [],
+    }
+    role = {"roleType": "CustomRole", "permissions": [narrow, {**narrow, key: [action]}]}
+    (found,) = _role_messages(rules.AZURE_ROLE_DEFINITION, role)
+    assert f"permissions[1].{key}" in found
+    assert _role_messages(rules.AZURE_ROLE_DEFINITION, {"permissions": [narrow]}) == []

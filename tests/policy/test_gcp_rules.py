@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ from policy.rules import Resource, Violation
 from policy.rules import check as plain_check
 from tests.conftest import EXAMPLES
 from tests.policy.crossguard import crossguard
+from tests.policy.wire import getters as _getters
 
 LABELS = {"owner": "research-infra", "fleet": "a3mega", "dataset": "code-mix-v3", "managed-by": "fleetforge"}
 KEY = "projects/p/locations/us-central1/keyRings/fleet/cryptoKeys/disks"
@@ -362,20 +364,16 @@ def test_a_queued_resource_is_reported_as_running_as_the_default_compute_account
     assert advise(gpu_fleet()) == []  # GPU nodes have the fleet's own account, judged by the mandatory rule
 
 
-@pytest.mark.parametrize(
-    ("email", "reported"),
-    [
-        ("tpu-nodes@p.iam.gserviceaccount.com", False),
-        ("default", True),
-        ("123456789012-compute@developer.gserviceaccount.com", True),
-    ],
-)
-def test_a_queued_node_that_names_an_account_is_judged_by_it(email: str, reported: bool) -> None:
-    def name_account(props: dict[str, Any]) -> None:
-        for spec in props["tpu"]["nodeSpecs"]:
-            spec["node"]["serviceAccount"] = {"email": email}
+def test_a_queued_node_has_no_service_account_field_so_every_slice_is_reported() -> None:
+    """pulumi_gcp's queued-resource node takes no service account (the rule used to read one that
+    the provider never sends): every slice runs as the default compute account."""
+    from pulumi_gcp.tpu import _inputs, outputs
 
-    assert bool(advise(_changed(tpu_fleet(), rules.GCP_TPU_QUEUED, name_account))) is reported
+    for cls in (outputs.V2QueuedResourceTpuNodeSpecNode, _inputs.V2QueuedResourceTpuNodeSpecNodeArgs):
+        assert "serviceAccount" not in _getters(cls) and "service_account" not in inspect.getsource(cls)
+    fleet = tpu_fleet()
+    (queued,) = [r for r in fleet if r.type == rules.GCP_TPU_QUEUED]
+    assert len(advise(fleet)) == len(queued.props["tpu"]["nodeSpecs"])
 
 
 @pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES.glob("gcp-tpu-*.yaml")))
@@ -390,3 +388,16 @@ def test_planned_tpu_examples_are_advised_about_and_plan_with_the_stack_s_warnin
     assert [v.rule for v in advise(planned)] == ["gcp-tpu-default-service-account"] * slices
     assert plan.violations == ()  # advisory: `fleetforge plan` still passes
     assert plan.warnings == (DEFAULT_ACCOUNT_WARNING,)  # and says so
+
+
+def test_every_tpu_vm_network_config_is_judged() -> None:
+    """V2Vm has networkConfig and a list networkConfigs: an external IP on any of them is refused."""
+    vm = {
+        "acceleratorType": "v5litepod-8",
+        "networkConfig": {"enableExternalIps": False},
+        "networkConfigs": [{"enableExternalIps": False}, {"enableExternalIps": True}],
+    }
+    found = [v.message for v in check([Resource(rules.GCP_TPU_VM, "vm", vm)]) if v.rule == "no-public-ip"]
+    assert len(found) == 1 and "networkConfigs[1].enableExternalIps" in found[0]
+    only_list = {"acceleratorType": "v5litepod-8", "networkConfigs": [{"enableExternalIps": False}]}
+    assert [v for v in check([Resource(rules.GCP_TPU_VM, "vm", only_list)]) if v.rule == "no-public-ip"] == []

@@ -4,6 +4,7 @@ analyzer server and blocks, so a stand-in `pulumi_policy` module records what th
 from __future__ import annotations
 
 import ast
+import importlib
 import runpy
 import sys
 import types
@@ -41,6 +42,7 @@ class _Pack:
 
 class _Args:
     def __init__(self, **fields: Any) -> None:
+        self.property_dependencies: dict[str, list[Any]] = {}  # as a PolicyResource has
         self.__dict__.update(fields)
 
 
@@ -57,7 +59,9 @@ def pack(monkeypatch: pytest.MonkeyPatch) -> _Pack:
         "StackValidationPolicy": _Policy,
     }.items():
         setattr(fake, attr, value)
+    proxy = importlib.import_module("pulumi_policy.proxy")  # the real one: its sentinels and error
     monkeypatch.setitem(sys.modules, "pulumi_policy", fake)
+    monkeypatch.setitem(sys.modules, "pulumi_policy.proxy", proxy)
     _Pack.made.clear()
     runpy.run_path(str(Path(ROOT, "policy", "__main__.py")), run_name="__main__")
     (made,) = _Pack.made

@@ -411,3 +411,107 @@ def test_the_planned_node_role_passes_and_a_scoped_parameter_read_would_too() ->
         {"policy": _doc("ssm:GetParameter", "arn:aws:ssm:us-east-1:1:parameter/fleet/x")},
     )
     assert check([scoped]) == []
+
+
+# --------------------------------------------------------------------------- review findings
+
+TAGS = {"owner": "o", "fleet": "f", "dataset": "d"}
+EVERY_PARAMETER = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": "ssm:GetParameter*", "Resource": "*"}],
+    }
+)
+ALL_BUT_IAM = json.dumps({"Statement": [{"Effect": "Allow", "NotAction": "iam:*", "Resource": "*"}]})
+
+
+def _rule_messages(rule: str, type_: str, props: dict[str, Any]) -> list[str]:
+    return [v.message for v in check([Resource(type_, "r", props)]) if v.rule == rule]
+
+
+def test_a_customer_managed_policy_document_is_judged() -> None:
+    found = _rule_messages(
+        "node-role-least-privilege", rules.IAM_POLICY, {"policy": EVERY_PARAMETER, "tags": TAGS}
+    )
+    assert len(found) == 1 and "every SSM parameter" in found[0]
+
+
+@pytest.mark.parametrize("type_", [rules.ROLE_POLICY, rules.IAM_POLICY])
+def test_allow_with_not_action_on_every_resource_is_broad(type_: str) -> None:
+    found = _rule_messages("node-role-least-privilege", type_, {"policy": ALL_BUT_IAM, "tags": TAGS})
+    assert len(found) == 1 and "NotAction" in found[0]
+
+
+def test_exclusive_attachments_are_judged_and_untaggable() -> None:
+    admin = {"roleName": "node", "policyArns": ["arn:aws:iam::aws:policy/AdministratorAccess"]}
+    found = check([Resource(rules.ROLE_POLICY_ATTACHMENTS_EXCLUSIVE, "x", admin)])
+    assert [v.rule for v in found] == ["node-role-least-privilege"] and "AdministratorAccess" in found[
+        0
+    ].message
+    assert rules.ROLE_POLICY_ATTACHMENTS_EXCLUSIVE in rules.UNTAGGABLE
+
+
+def test_an_instance_that_states_nothing_is_refused_as_a_launch_template_is() -> None:
+    instance = {
+        "ami": "ami-1",
+        "instanceType": "p5.48xlarge",
+        "tags": TAGS,
+        "metadataOptions": {"httpTokens": "required"},
+    }
+    assert {v.rule for v in check([Resource(rules.INSTANCE, "i", instance)])} == {
+        "no-public-ip",
+        "encrypted-at-rest",
+    }
+    stated = {**instance, "associatePublicIpAddress": False, "rootBlockDevice": {"encrypted": True}}
+    assert check([Resource(rules.INSTANCE, "i", stated)]) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("ipv6AddressCount", 1), ("ipv6Addresses", ["2600:1f18::1"]), ("primaryIpv6", "true")]
+)
+def test_ipv6_addresses_on_a_node_interface_are_refused(key: str, value: Any) -> None:
+    plan = plan_of(spec_doc())
+    found = [
+        v
+        for v in check(_with(plan, LT, _set(f"networkInterfaces.0.{key}", value)))
+        if v.rule == "no-public-ip"
+    ]
+    assert len(found) == 1 and f"networkInterfaces[0].{key}" in found[0].message
+
+
+def test_an_instance_with_ipv6_is_refused() -> None:
+    instance = {"associatePublicIpAddress": False, "enablePrimaryIpv6": True, "ipv6AddressCount": 2}
+    assert len(_rule_messages("no-public-ip", rules.INSTANCE, instance)) == 2
+
+
+@pytest.mark.parametrize(
+    ("type_", "props"),
+    [
+        (rules.SG_INGRESS, {"ipProtocol": "tcp", "fromPort": 22, "toPort": 22, "prefixListId": "pl-123"}),
+        (rules.SG_RULE, {"type": "ingress", **SSH_TCP, "prefixListIds": ["pl-123"]}),
+        (rules.SG, {"ingress": [{**SSH_TCP, "prefixListIds": ["pl-123"]}]}),
+    ],
+)
+def test_ssh_from_a_prefix_list_is_judged_like_a_cidr(type_: str, props: dict[str, Any]) -> None:
+    found = _rule_messages("ssh-not-from-internet", type_, props)
+    assert len(found) == 1 and "pl-123" in found[0]
+
+
+def test_a_bucket_without_a_tls_only_policy_is_refused() -> None:
+    plan = plan_of(spec_doc())
+    policy = one(plan, rules.BUCKET_POLICY)
+    without = [r for r in _resources(plan) if r.name != policy.name]
+    found = [v for v in check(without) if v.rule == "bucket-protected"]
+    assert len(found) == 1 and "aws:SecureTransport" in found[0].message
+    allows_http = _with(plan, rules.BUCKET_POLICY, _set("policy", json.dumps({"Statement": []})))
+    assert [v.rule for v in check(allows_http)] == ["bucket-protected"]
+
+
+def test_messages_name_the_property_and_what_is_allowed() -> None:
+    plan = plan_of(spec_doc())
+    public = _with(plan, LT, _set("networkInterfaces.0.associatePublicIpAddress", "true"))
+    (message,) = [v.message for v in check(public) if v.rule == "no-public-ip"]
+    assert "networkInterfaces[0].associatePublicIpAddress" in message and "allowed: false" in message
+    plain = _with(plan, LT, _set("blockDeviceMappings.0.ebs.encrypted", "false"))
+    (message,) = [v.message for v in check(plain) if v.rule == "encrypted-at-rest"]
+    assert "blockDeviceMappings[0].ebs.encrypted" in message and "allowed: true" in message
