@@ -192,7 +192,8 @@ SYSTEM_ROOTS = ("/", "/var", "/mnt", "/media", "/home", "/opt", "/srv")
 _PATH_PART = re.compile(r"[A-Za-z0-9._-]+")
 
 
-def _mount_point(value: str) -> str:
+def mount_point(value: str) -> str:
+    """`value` if it is a mount point a node may mount at (see SYSTEM_TREES); ValueError says why not."""
     allowed = "allowed: an absolute, normalized path outside the system trees (e.g. /lustre, /mnt/scratch)"
     if not value.startswith("/"):
         raise ValueError(f"{value!r} is not absolute; {allowed}")
@@ -209,7 +210,8 @@ def _mount_point(value: str) -> str:
     return value
 
 
-MountPoint = Annotated[str, Strict(), AfterValidator(_mount_point)]
+_mount_point = mount_point  # the old private name
+MountPoint = Annotated[str, Strict(), AfterValidator(mount_point)]
 
 
 def _cidr_text(value: Any) -> Any:

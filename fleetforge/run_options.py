@@ -21,6 +21,20 @@ if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge 
     from validation.fleetrun.run import FleetRunOptions
 
 _VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Role variables that become a task's `environment:`, whose names Ansible writes unquoted into the
+# shell command line it runs the module with (`A=1;touch x;B='v' python3 ...`). The known ones, and
+# any other variable named like them.
+ENVIRONMENT_VARS = frozenset(
+    {
+        "burnin_environment",
+        "burnin_fabric_environment",
+        "nccl_environment",
+        "nccl_env_extra",
+        "nccl_profile_environment",
+    }
+)
+ENVIRONMENT_SUFFIXES = ("_environment", "_env_extra")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 LevelOption = Annotated[str | None, typer.Option(metavar="LEVEL", help=LEVEL_HELP)]
 ForksOption = Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")]
@@ -197,4 +211,24 @@ def parse_vars(items: list[str]) -> dict[str, object]:
             extravars[key] = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as exc:
             fail(f"--var {key}: value is not YAML ({exc.__class__.__name__})", exitcodes.USAGE)
+        if key in ENVIRONMENT_VARS or key.endswith(ENVIRONMENT_SUFFIXES):
+            check_environment(key, extravars[key])
     return extravars
+
+
+def check_environment(key: str, value: object) -> None:
+    """Exit 64 unless `--var KEY` is a mapping of environment variable names (the shell runs a
+    name Ansible puts in front of the module's command)."""
+    if not isinstance(value, dict):
+        fail(
+            f"--var {key}: {value!r} is not a mapping of environment variables; "
+            f"expected {key}={{NAME: value, ...}}",
+            exitcodes.USAGE,
+        )
+    for name in value:
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+            fail(
+                f"--var {key}: {name!r} is not an environment variable name; allowed: a letter or _ "
+                "then letters, digits and _ (e.g. NCCL_SOCKET_IFNAME)",
+                exitcodes.USAGE,
+            )

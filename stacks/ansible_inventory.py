@@ -42,6 +42,7 @@ from typing import Any
 
 from fleet import ansible_yaml, regions
 from fleet.catalog import Sku, UnknownSkuError, fabric_environment, get_sku
+from fleet.grammar import mount_point as valid_mount_point
 from fleet.spec import FleetSpec
 
 GROUPS = ("gpu_nodes", "ib_nodes", "lustre_clients", "beegfs_clients", "nvmeof_clients")
@@ -540,11 +541,21 @@ def lustre_from_outputs(storage: Mapping[str, Any]) -> dict[str, Any] | None:
         raise InventoryConfigError(
             "storage.mount_source", f"{source!r} is not a Lustre mount source (<nid>[:<nid>]:/<fsname>)"
         )
+    # The node mounts there as root: the spec's rule (fleet.grammar), not just compose-safe text.
+    mount_point = storage.get("mount_point") or "/lustre"
+    if not isinstance(mount_point, str):
+        raise InventoryConfigError(
+            "storage.mount_point", f"{mount_point!r} is not a path (expected a string)"
+        )
+    try:
+        valid_mount_point(mount_point)
+    except ValueError as err:
+        raise InventoryConfigError("storage.mount_point", str(err)) from None
     return {
         "kind": "lustre",
         "lustre_client_mgs_nids": nids,
         "lustre_client_fsname": match.group("fsname"),
-        "lustre_client_mount_point": storage.get("mount_point") or "/lustre",
+        "lustre_client_mount_point": mount_point,
         # Managed Lustre is reached over TCP from the VPC, through the interface of the node's
         # default route: which one that is (ens5, ens4, enp0s12; one of several NICs) is the node's
         # to say, so the network names none and roles/lustre_client fills it in from the node's

@@ -35,6 +35,7 @@ COMMON = {
     "lustre_client_version": "2.15.6",
     "lustre_client_kernel_modules": "prebuilt",
     "lustre_client_el_release": "",
+    "lustre_client_mount_point": "/lustre",
 }
 ROUTE_ENS5 = {"interface": "ens5", "address": "10.0.3.17", "gateway": "10.0.0.1"}
 ROUTE_ENS4 = {"interface": "ens4", "address": "10.128.0.9", "gateway": "10.128.0.1"}

@@ -353,6 +353,41 @@ def test_a_stack_output_that_could_template_in_compose_exits_65(
     assert stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("mount_point", "fragment"),
+    [
+        ("/etc", "under /etc"),
+        ("/", "would hide"),
+        ("relative/dir", "not absolute"),
+        ("/lustre/../etc", "never . or .."),
+        ("/data/x y", "letters, digits"),
+        ("/usr/local", "under /usr"),
+        ("/var", "would hide"),
+        (7, "not a path"),
+    ],
+)
+def test_a_stack_output_mount_point_outside_the_spec_grammar_exits_65(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, mount_point: Any, fragment: str
+) -> None:
+    """The node mounts Lustre there as root: the outputs obey the spec's mount-point rule."""
+    outputs = aws_outputs(kind="fsx-lustre", mount_source="fs-1.fsx@tcp:/x7yz", mount_point=mount_point)
+    src = tmp_path / "outputs.json"
+    src.write_text(json.dumps(outputs))
+    target = tmp_path / "x.aws_ec2.yml"
+    code, stdout, err = run(capsys, "inventory", "--stack-outputs", str(src), "-o", str(target))
+    assert code == exitcodes.DATA, err
+    assert "storage.mount_point:" in err and fragment in err, err
+    assert not target.exists() and stdout == ""
+
+
+@pytest.mark.parametrize("mount_point", ["/fsx", "/mnt/scratch", "/data/fsx-01", None])
+def test_a_stack_output_mount_point_in_the_spec_grammar_is_written(mount_point: str | None) -> None:
+    values = lustre_from_outputs(
+        {"kind": "fsx-lustre", "mount_source": "fs-1.fsx@tcp:/x7yz", "mount_point": mount_point}
+    )
+    assert values is not None and values["lustre_client_mount_point"] == (mount_point or "/lustre")
+
+
 def test_plugin_options_from_the_outputs_are_unsafe(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
