@@ -11,14 +11,25 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal, get_args
 
-from pydantic import AllowInfNan, BaseModel, ConfigDict, Field, Strict, ValidationError, model_validator
+from pydantic import (
+    AllowInfNan,
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 SCHEMA = "fleetforge.result/1"
 SCHEMA_VERSION = 1
@@ -33,6 +44,23 @@ LEVELS: tuple[Level, ...] = get_args(Level)
 # A measured number: JSON strings and booleans are refused (pydantic would coerce "720" and true),
 # and so are infinities (`1e999` parses as one); integers are numbers and stay accepted.
 Number = Annotated[float, Strict(), AllowInfNan(False)]
+# A metric's name (the keys of `metrics` and `per_device`): lowercase words of letters and digits
+# joined by single underscores, the one shape every name of fleet/metrics.py has (the longest,
+# `multinode_allreduce_busbw_gbps`, is 30 characters; no check builds a name per device or per size:
+# devices are the positions of a `per_device` list). Nothing else is a metric a reader could print,
+# plot or export: no markup, no control characters, no name as long as the line.
+MAX_METRIC_NAME = 64
+_METRIC_NAME = re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)*")
+# The most metrics one record may carry. The largest a check writes is `health`'s 9 (ECC, remapped
+# rows, PCIe, NVLink, temperature, XID, GPU faults, MCE counters) and the whole vocabulary is 36: 64
+# leaves room for every metric fleetforge has, and some it may add, in one record. What each name
+# costs the gate (statistics, a plot, a Prometheus series) is no longer open-ended: a line of 1 MiB
+# holds ~80,000 short names.
+MAX_RECORD_METRICS = 64
+# The pydantic error type of a record that breaks the two rules above: it is no torn write (the one
+# harmless cause of an unreadable line) but a writer that is not fleetforge's, so the reader refuses
+# the file it is in (BadLine.refuses_file), as it does one of a newer schema.
+_CONTRACT = "metric_contract"
 
 
 def utc_now() -> str:
@@ -78,6 +106,20 @@ class CheckRecord(_Record):
     # the storage path): `--resume` keeps the record only under the same. Older files have none.
     settings: str | None = None
 
+    @field_validator("metrics", "per_device", mode="before")
+    @classmethod
+    def _metric_names(cls, value: Any, info: ValidationInfo) -> Any:
+        # Before the numbers are validated: an absurd record is refused on its size, not walked.
+        if isinstance(value, dict):
+            problem = metric_names_problem(value)
+            if problem is not None:
+                check = info.data.get("check")
+                which = f"the record of check {_shown(check)}" if isinstance(check, str) else "the record"
+                raise PydanticCustomError(
+                    _CONTRACT, "{which}: {problem}", {"which": which, "problem": problem}
+                )
+        return value
+
     @model_validator(mode="after")
     def _status_is_earned(self) -> CheckRecord:
         # A pass without measurements would let a broken check call a node healthy.
@@ -89,6 +131,25 @@ class CheckRecord(_Record):
 
 
 Record = RunRecord | CheckRecord
+
+
+def is_metric_name(name: object) -> bool:
+    """`name` has the shape of a metric's name (see _METRIC_NAME); whether it is a known one is
+    fleet/metrics.py's to say."""
+    return isinstance(name, str) and len(name) <= MAX_METRIC_NAME and _METRIC_NAME.fullmatch(name) is not None
+
+
+def metric_names_problem(metrics: Mapping[Any, object]) -> str | None:
+    """Why the keys of one record's `metrics` (or `per_device`) break the results contract, or None."""
+    if len(metrics) > MAX_RECORD_METRICS:
+        return f"{len(metrics)} metrics, more than the {MAX_RECORD_METRICS} a record may carry"
+    for name in metrics:
+        if not is_metric_name(name):
+            return (
+                f"metric name {_shown(name)} is not a metric name (lowercase letters, digits and single "
+                f"underscores, starting with a letter, at most {MAX_METRIC_NAME} characters)"
+            )
+    return None
 
 
 class ResultsWriter:
@@ -119,7 +180,8 @@ class BadLine:
     """A line (or, with line 0, the whole entry) that could not be read.
 
     `refuses_file` marks a problem that makes the file as a whole untrustworthy (a newer schema,
-    an entry that is not a regular file): the gate rejects the node even if its run looks complete.
+    a record whose metrics break the results contract, an entry that is not a regular file): the
+    gate rejects the node even if its run looks complete.
     """
 
     path: Path
@@ -143,6 +205,11 @@ class ResultFile:
 
 class NewerSchemaError(ValueError):
     """The line was written by a newer fleetforge: this reader refuses the file (docs/results.md)."""
+
+
+class MetricContractError(ValueError):
+    """The record's metrics break the results contract (a name that is no metric name, more metrics
+    than a record may carry): no fleetforge wrote it, so this reader refuses the file."""
 
 
 def _no_constant(name: str) -> float:
@@ -196,9 +263,11 @@ def parse_line(text: str | bytes) -> Record:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        errors = exc.errors(include_url=False)
+        broken = [e for e in errors if e["type"] == _CONTRACT]
+        first = (broken or errors)[0]
         where = ".".join(str(p) for p in first["loc"]) or kind
-        raise ValueError(f"{where}: {first['msg']}") from None
+        raise (MetricContractError if broken else ValueError)(f"{where}: {first['msg']}") from None
     except RecursionError:
         raise ValueError("nested too deeply to be a record") from None
 
@@ -269,7 +338,7 @@ def _read_records(fh: IO[bytes], result: ResultFile) -> None:
             continue
         try:
             record = parse_line(text)
-        except NewerSchemaError as exc:
+        except (NewerSchemaError, MetricContractError) as exc:
             result.bad_lines.append(BadLine(path, number, str(exc), refuses_file=True))
             continue
         except ValueError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -15,11 +16,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client.parser import text_string_to_metric_families
 
+from fleet.metrics import METRICS
 from fleet.results import read_results
 from fleetforge import exitcodes
 from tests.hostile.conftest import Canary, deadline, tree
-from tests.validation.gate.helpers import CHECKS, fleet, write
+from tests.validation.gate.helpers import CHECKS, HEALTHY, fleet, write
 from validation.gate import decide
 
 Cli = Callable[..., Any]
@@ -311,3 +314,83 @@ def test_any_line_through_the_cli_exits_with_a_documented_code(cli: Cli, tmp_pat
         run = cli("gate", "results")
     assert run.code in {exitcodes.OK, exitcodes.REJECTED, exitcodes.INCOMPLETE}
     assert "\x1b" not in run.out
+
+
+# --- made-up metrics --------------------------------------------------------------------------
+
+
+def made_up(node: Path, metrics: dict[str, float]) -> None:
+    """Append to a node's file a pass record of `storage` carrying `metrics`, as a hostile node would."""
+    record = {**lines(node)[-1], "check": "storage", "status": "pass", "reason": None, "metrics": metrics}
+    with node.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(record) + "\n")
+
+
+def measured_metrics() -> set[str]:
+    """What the helpers' healthy fleet measures: the plots and series a clean run makes."""
+    return {m for ms in HEALTHY.values() for m in ms} | {"fabric_ports_active", "xid_errors"}
+
+
+def test_a_node_with_hundreds_of_made_up_metrics_is_rejected_and_the_reports_stay_bounded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    folder = results(tmp_path)
+    made_up(folder / "node2.jsonl", {f"x{i}": float(i) for i in range(200)})
+    (tmp_path / "out").mkdir()
+    with deadline(120):
+        run = cli("gate", "results", "--html", "out/gate.html", "--prom", "out/gate.prom")
+    # Not readable, so a reject (exit 2), though node2's run is complete without the record.
+    assert run.code == exitcodes.INCOMPLETE
+    assert "REJECT node2" in run.out and "200 metrics, more than" in run.out
+    assert "REJECT node1" not in run.out
+    page = (tmp_path / "out" / "gate.html").read_text(encoding="utf-8")
+    plots = [part.split('"', 1)[0] for part in page.split('<div class="plot" id="plot-')[1:]]
+    assert sorted(plots) == sorted(measured_metrics())
+    families = {
+        f.name: f.samples
+        for f in text_string_to_metric_families((tmp_path / "out" / "gate.prom").read_text(encoding="utf-8"))
+    }
+    assert len(families["fleetforge_metric"]) == 4 * len(measured_metrics())
+    assert {
+        s.labels["metric"] for f in families.values() for s in f if "metric" in s.labels
+    } <= METRICS.keys()
+
+
+def test_made_up_metrics_within_a_record_s_bound_are_ignored_with_one_note(cli: Cli, tmp_path: Path) -> None:
+    folder = results(tmp_path)
+    made_up(folder / "node2.jsonl", {f"x{i}": float(i) for i in range(60)})
+    run = gate(cli, tmp_path)
+    assert run.code == exitcodes.OK
+    (note,) = [x for x in run.out.splitlines() if "metric name(s)" in x]
+    assert "60 metric name(s)" in note and "and 50 more" in note and "x59" not in run.out
+    prom = (tmp_path / "out" / "gate.prom").read_text(encoding="utf-8")
+    assert not re.search(r'metric="x[0-9]+"', prom)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x\x1b[2J\x1b[32mACCEPT",
+        "[bold green]ACCEPT node2[/]",
+        "<script>alert(1)</script>",
+        "m" * 5000,
+        "x\ny",
+    ],
+    ids=lambda name: ascii(name)[:40],
+)
+def test_a_metric_name_with_escapes_markup_or_no_end_rejects_its_node(
+    cli: Cli, tmp_path: Path, name: str
+) -> None:
+    folder = results(tmp_path)
+    made_up(folder / "node2.jsonl", {name: 1.0, "storage_read_mbps": 5000.0})
+    run = gate(cli, tmp_path, "--json")
+    assert run.code == exitcodes.INCOMPLETE
+    verdicts = {n["node"]: n for n in json.loads(run.out)["nodes"]}
+    assert [v for v, n in verdicts.items() if n["verdict"] == "reject"] == ["node2"]
+    (reason,) = verdicts["node2"]["reasons"]
+    assert reason["rule"] == "unreadable" and "is not a metric name" in reason["message"]
+    # The reason quotes the name escaped and clipped: data in every report, never a terminal's command.
+    assert not {"\x1b", "\n"} & set(reason["message"]) and len(reason["message"]) < 400
+    assert "\x1b" not in run.out and "m" * 100 not in run.out
+    assert 'metric="' + name not in (tmp_path / "out" / "gate.prom").read_text(encoding="utf-8")

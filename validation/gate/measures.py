@@ -28,12 +28,18 @@ A metric with a limit that some node measured is required of every node (a check
 measured nothing is no pass); so is the pair figure once any host has one. A metric with no limit
 is required of a node when most of the fleet measured it. Nodes rejected as `unlisted` take no part.
 
+Only metrics of the vocabulary (fleet/metrics.py) or named by the spec's thresholds are judged,
+counted in the statistics and handed to the reports: any other name a record carries is taken out
+of its node's figures, and one note names the first few and counts the rest (the results contract,
+fleet/results.py, already bounds a record's names and their shape; this bounds what they cost).
+
 The work is a node x metric matrix in numpy, so 10,000 nodes x 30 metrics is milliseconds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +53,8 @@ from validation.gate.plausible import judge_plausibility
 FloatArray = npt.NDArray[np.float64]
 
 
+# Names of unknown metrics quoted in the one note that says they were ignored, before "and N more".
+UNKNOWN_SHOWN = 10
 # Metrics only a fleet run's collectives measure; see the module docstring.
 FLEET_STAGE_METRICS = frozenset({MULTINODE_METRIC, FABRIC_METRIC})
 
@@ -103,6 +111,7 @@ def judge_measures(
     A metric with a limit (the SKU's reference or the spec's threshold) that no node measured
     rejects every node as `missing`: the gate cannot accept a fleet on a figure nobody took.
     """
+    _set_aside_unknown(verdicts, {*vocabulary, *limits, *settings.thresholds}, notes)
     # A node no list of the fleet names is rejected already; were its figures counted, files left by
     # hosts no longer in the fleet would move the median, the quorum and the majorities.
     judged = [v for v in verdicts if v.run_id is not None and v.level is not None and not v.unlisted]
@@ -214,6 +223,41 @@ def judge_measures(
     if fleet_ok:
         _pace(judged, values, higher, median, judged_metric)
     return stats
+
+
+def _set_aside_unknown(verdicts: Sequence[NodeVerdict], known: AbstractSet[str], notes: list[str]) -> None:
+    """Take the metrics neither the vocabulary nor the spec's thresholds name out of every verdict,
+    and say so in one note with a capped list.
+
+    Such a name has no direction and no limit, so it was never judged; what it cost was a column of
+    statistics, a plot and a Prometheus series per name, which a node could multiply at will.
+    """
+    unknown: set[str] = set()
+    nodes: list[str] = []
+    for v in verdicts:
+        if v.metrics.keys() <= known:  # the usual case: one set comparison per node
+            continue
+        extra = [m for m in v.metrics if m not in known]
+        for metric in extra:
+            del v.metrics[metric]
+            v.metric_checks.pop(metric, None)
+        unknown.update(extra)
+        nodes.append(v.node)
+    if not unknown:
+        return
+    names = sorted(unknown)
+    shown = ", ".join(_clipped(m) for m in names[:UNKNOWN_SHOWN])
+    more = f" and {len(names) - UNKNOWN_SHOWN} more" if len(names) > UNKNOWN_SHOWN else ""
+    on = ", ".join(_clipped(n) for n in nodes[:UNKNOWN_SHOWN])
+    on_more = f" and {len(nodes) - UNKNOWN_SHOWN} more" if len(nodes) > UNKNOWN_SHOWN else ""
+    notes.append(
+        f"{len(names)} metric name(s) in neither fleet/metrics.py nor the spec's validation.thresholds "
+        f"were ignored (not judged, plotted or exported): {shown}{more}; reported by {on}{on_more}"
+    )
+
+
+def _clipped(name: str, limit: int = 40) -> str:
+    return name if len(name) <= limit else name[:limit] + "..."
 
 
 def _fleet_stage_limits(

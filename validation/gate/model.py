@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from fleet.metrics import METRICS
 from fleet.spec import FleetSpec, Host, ThresholdOverride, ValidationSettings
 
 Rule = Literal[
@@ -264,6 +265,19 @@ class GateResult:
     notes: list[str]
     files: list[FileReport]
     settings: GateSettings
+
+    def reported(self, metric: str) -> bool:
+        """Whether a report may plot or export `metric`: one of the vocabulary (fleet/metrics.py),
+        one the spec's thresholds name, or one held to a limit. How many there are is bounded by
+        those lists, never by what a node chose to write."""
+        if metric in METRICS or metric in self.settings.thresholds:
+            return True
+        stats = self.stats.get(metric)
+        return stats is not None and stats.limit is not None
+
+    def reported_stats(self) -> list[MetricStats]:
+        """The statistics of the metrics a report may plot or export (`reported`), in name order."""
+        return [s for m, s in sorted(self.stats.items()) if self.reported(m)]
 
     def node(self, name: str) -> NodeVerdict:
         for v in self.nodes:

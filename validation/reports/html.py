@@ -411,7 +411,9 @@ def render_html(result: GateResult, provenance: Provenance | None = None) -> str
         ]
         parts.append("</tbody></table>")
     parts += _skipped(result)
-    plotted = [s for s in result.stats.values() if s.n > 0]
+    # One plot per metric the gate reports on (fleet/metrics.py's, the spec's): a name a node made
+    # up is in the notes, counted, never a plot of its own.
+    plotted = [s for s in result.reported_stats() if s.n > 0]
     if plotted:
         parts.append(f'<h2>Metrics ({len(plotted)})</h2><div class="plots">')
         parts += [

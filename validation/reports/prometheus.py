@@ -1,6 +1,7 @@
 """Prometheus text exposition format (for node_exporter's textfile collector or a pushgateway).
 
-Per node: accepted (1/0), reject reasons by rule, every measured metric; per metric: the fleet
+Per node: accepted (1/0), reject reasons by rule, every measured metric the gate reports on (those
+of fleet/metrics.py and the spec's thresholds; GateResult.reported); per metric: the fleet
 median, scaled MAD, the absolute limit and the outlier threshold; per fleet: node counts, when
 the gate ran and, with a spec, whether the fleet is ready. Every series is labelled with `fleet`
 and `sku`, so several fleets' files in one collector folder never collide. Series with no value (no limit, no threshold) are left
@@ -82,6 +83,8 @@ def render_prometheus(result: GateResult, generated_at: float | None = None) -> 
         "1 for the role the fleet verdict gave an accepted node: job or spare.",
         ((labels(node=v.node, role=v.role), 1.0) for v in result.nodes if v.role is not None),
     )
+    # Only the metrics the gate reports on (GateResult.reported): one series per node and metric of
+    # the vocabulary or the spec, never one per name a node made up.
     x.family(
         "fleetforge_metric",
         "Burn-in measurement of the node; the metric label's suffix names the unit (e.g. _gbps).",
@@ -89,9 +92,10 @@ def render_prometheus(result: GateResult, generated_at: float | None = None) -> 
             (labels(node=v.node, metric=m), value)
             for v in result.nodes
             for m, value in sorted(v.metrics.items())
+            if result.reported(m)
         ),
     )
-    stats = sorted(result.stats.items())
+    stats = [(s.metric, s) for s in result.reported_stats()]
     x.family(
         "fleetforge_metric_median",
         "Fleet median of the metric over the nodes that measured it.",
