@@ -89,6 +89,11 @@ class RunRecord(_Record):
     # A run narrowed by `--only` records only some checks; the gate must not read its short list as
     # the whole burn-in. Files written before this field existed read as full runs.
     partial: bool = False
+    # The machine that began the run (validation/burnin/probes/host.py machine_identity): `machine_id`
+    # (/etc/machine-id) or, where that is missing, `product_uuid` (DMI), and `hostname`. `--resume`
+    # continues a run only on that machine. Not in `versions`: the gate holds every version key to
+    # one value across the fleet. Files written before this field existed have none.
+    machine: dict[str, str] = {}
 
 
 class CheckRecord(_Record):

@@ -349,15 +349,20 @@ def _forged_results(path: Path, *, planned: list[str], checks: list[str]) -> Non
 
 
 def test_a_resumed_file_cannot_forge_terminal_lines(cli: Callable[..., Any], tmp_path: Path) -> None:
-    evil = "x\x1b[2J\nn2.jsonl: ok - 9 pass\u202e"
+    # A real run's file, its run_id (printed when the run resumes) rewritten: a resume keeps only
+    # records of its own node, SKU, level and settings, so the file must be a real one.
+    evil = "x\x1b[2J\x1b]0;owned\x07\nn2.jsonl: ok - 9 pass\u202e"
     path = tmp_path / "out" / "n1.jsonl"
-    _forged_results(path, planned=["inventory"], checks=["inventory", evil])
+    assert cli("burnin", *CHEAP, "--out", tmp_path / "out", "--node", "n1").code == exitcodes.OK
+    records = [{**json.loads(line), "run_id": evil} for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
     got = cli("burnin", *CHEAP, "--resume", "--out", tmp_path / "out", "--node", "n1")
-    assert got.code == exitcodes.OK
+    assert got.code == exitcodes.OK, got.err
     printed = got.out + got.err
+    assert "1 kept from the earlier attempt" in printed
     assert "\x1b" not in printed and "\u202e" not in printed and "\x07" not in printed
     assert not any(line.startswith("n2.jsonl") for line in printed.splitlines())
-    assert "x\\x1b[2J\\nn2.jsonl: ok - 9 pass\\u202e" in printed  # shown, escaped
+    assert "x\\x1b[2J\\x1b]0;owned\\x07\\nn2.jsonl: ok - 9 pass\\u202e" in printed  # shown, escaped
 
 
 def test_a_resumed_run_naming_an_unknown_check_is_usage_and_escaped(

@@ -10,6 +10,9 @@ from outside, and appends a record as each check ends (docs/results.md).
 - Resume: `resume=True` keeps the run_id of the file's last run and skips every check that run
   already recorded as pass, fail or skip. A check recorded as `error` (crash, timeout, could not
   measure) is run again and its new record appended; readers take the last record of a check.
+  Only a record of the run's node, SKU and level, measured under the same settings, is kept; a run
+  record whose plan is empty, unknown or shorter than its level without saying it is partial is
+  refused, as is a file another machine wrote.
 - Without resume an existing results file is moved aside to `<node>.jsonl.prev` (one file holds
   one run, and the gate reads `*.jsonl`).
 - One writer per node file: the run holds an exclusive flock on `<node>.jsonl.lock` from before it
@@ -62,6 +65,7 @@ from fleet.results import (
 from fleet.spec import ThresholdOverride
 from validation.burnin.context import CheckContext
 from validation.burnin.ownfile import NotOwnFile, open_own
+from validation.burnin.probes import scratch
 from validation.burnin.procutil import kill_group, pin_blas_threads
 from validation.burnin.registry import PRODUCT_REGISTRY, Registry, load_registry
 from validation.burnin.worker import Job, child_main
@@ -223,7 +227,7 @@ def _run_locked(
     t_start: float,
 ) -> RunSummary:
     level_checks = [c.name for c in registry.for_level(opts.level)]
-    run, kept_records = _existing_run(path, opts) if opts.resume else (None, {})
+    run, kept_records = _existing_run(path, opts, registry, level_checks) if opts.resume else (None, {})
     if run is not None:
         run_id, planned = run.run_id, list(run.checks)
         todo = [n for n in planned if n not in kept_records and (only is None or n in only)]
@@ -271,6 +275,8 @@ def _run_locked(
                         "started": utc_now(),
                         "checks": planned,
                         "versions": _host_versions(),
+                        # Which machine began the run: --resume continues it only there.
+                        "machine": _machine_identity(),
                         "partial": set(planned) != set(level_checks),
                     }
                 )
@@ -408,7 +414,9 @@ def _known(registry: Registry, names: Sequence[str]) -> list[str]:
     return out
 
 
-def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[str, CheckRecord]]:
+def _existing_run(
+    path: Path, opts: RunOptions, registry: Registry, level_checks: Sequence[str]
+) -> tuple[RunRecord | None, dict[str, CheckRecord]]:
     if not path.exists():
         return None, {}
     found = read_results(path)
@@ -420,18 +428,75 @@ def _existing_run(path: Path, opts: RunOptions) -> tuple[RunRecord | None, dict[
             f"{path} holds run {run.run_id} (node {run.node}, sku {run.sku}, level {run.level}); "
             f"--resume needs the same --node, --sku and --level, or drop --resume to start a new run"
         )
+    _check_planned(path, run, registry, level_checks)
+    _check_machine(path, run)
     kept: dict[str, CheckRecord] = {}
     for rec in found.checks:
         if rec.run_id != run.run_id:
             continue
-        stale = rec.settings is not None and rec.settings != check_settings(opts, rec.check)
-        if rec.status == "error" or stale:
-            # Re-run: an error is not an answer, and a record measured or judged under other
-            # thresholds, options or storage is another run's answer.
+        if rec.status == "error" or not _keeps(rec, run, opts):
+            # Re-run: an error is not an answer, and a record of another node, SKU or level, or one
+            # measured or judged under other (or unrecorded) thresholds, options or storage is
+            # another run's answer. Readers take the last record: the rerun's is the one that counts.
             kept.pop(rec.check, None)
         else:
             kept[rec.check] = rec
     return run, kept
+
+
+def _keeps(rec: CheckRecord, run: RunRecord, opts: RunOptions) -> bool:
+    """A check record `--resume` may keep: one of the run's planned checks, of its node, SKU and
+    level, and measured under these settings (a record without them cannot show it was)."""
+    same_run = rec.check in run.checks and (rec.node, rec.sku, rec.level) == (run.node, run.sku, run.level)
+    return same_run and rec.settings is not None and rec.settings == check_settings(opts, rec.check)
+
+
+def _check_planned(path: Path, run: RunRecord, registry: Registry, level_checks: Sequence[str]) -> None:
+    """RunError unless the run record's plan is one this runner could have written: checks it
+    knows, none twice, and the level's whole list unless the run says it was narrowed (--only).
+    Resume runs what the plan lists, so a short or empty plan would otherwise read as complete."""
+    planned = list(run.checks)
+    unknown = [n for n in planned if n not in registry]
+    problem = ""
+    if not planned:
+        problem = "lists no checks"
+    elif unknown:
+        problem = f"lists unknown checks ({', '.join(unknown)}; this fleetforge does not know them)"
+    elif len(set(planned)) != len(planned):
+        problem = "lists a check twice"
+    elif not run.partial and set(planned) != set(level_checks):
+        problem = (
+            f"is not partial but lists {', '.join(planned)}, not the {run.level} level's checks "
+            f"({', '.join(level_checks)})"
+        )
+    if problem:
+        raise RunError(
+            f"{path}: run {run.run_id} {problem}; it cannot be resumed: drop --resume to start a new run"
+        )
+
+
+def _check_machine(path: Path, run: RunRecord) -> None:
+    """RunError unless the run was begun on this machine: another machine's records (a shared or
+    copied --out, the same --node on two hosts) are not this one's measurements."""
+    recorded: Mapping[str, str] = run.machine
+    here = _machine_identity()
+    if dict(recorded) == here:
+        return
+    began = _shown_identity(recorded) if recorded else "no machine identity (an older fleetforge wrote it)"
+    raise RunError(
+        f"{path}: run {run.run_id} was begun on {began}; this is {_shown_identity(here)}: "
+        "--resume continues a run only on the machine that began it; drop --resume to start a new run"
+    )
+
+
+def _shown_identity(identity: Mapping[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(identity.items()))
+
+
+def _machine_identity() -> dict[str, str]:
+    from validation.burnin.probes.host import machine_identity
+
+    return machine_identity()
 
 
 def check_settings(opts: RunOptions, check: str) -> str:
@@ -563,6 +628,9 @@ class Launcher:
             if proc.pid is not None:
                 kill_group(proc.pid)  # stragglers: ranks, fio, a check that hung in teardown
                 proc.join(1.0)
+                # Killed at its timeout, a check ran no `finally`: its storage test file (GiBs)
+                # and gloo store stay behind unless removed here, whatever the outcome.
+                scratch.remove_left_by(proc.pid, job.ctx.storage_path)
             send.close()
             recv.close()
         return result, time.perf_counter() - t0
@@ -615,9 +683,17 @@ def _exit(proc: Any) -> str:
 
 
 def _tail(log: Path | None, limit: int = 600) -> str:
-    if log is None or not log.exists():
+    """The last `limit` characters of a check's log, read from its end (a log can be GiBs)."""
+    if log is None:
         return ""
-    text = log.read_text(encoding="utf-8", errors="replace").strip()
+    try:
+        with log.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 4 * limit - 64))  # UTF-8: at most 4 bytes a character
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace").strip()
     return f"; log tail: {text[-limit:]}" if text else ""
 
 

@@ -102,9 +102,11 @@ def execute(job: Job) -> dict[str, Any]:
         return _failed(exc, backend.name, time.perf_counter() - t0, "collect")
     collect_s = time.perf_counter() - t0
     try:
-        _keep_raw(ctx, job.check, raw)
+        text = json.dumps(raw, indent=1, sort_keys=True)  # also proves raw is JSON-serialisable
     except (TypeError, ValueError) as exc:  # not JSON: the check broke its own contract
         return _failed(exc, backend.name, collect_s, "collect returned data that is not JSON")
+    # Best effort: a full or broken disk under the raw folder must not cost what was measured.
+    not_kept = _keep_raw(ctx, job.check, text)
     try:
         outcome = check.parse(raw, ctx)
     except Exception as exc:
@@ -114,7 +116,7 @@ def execute(job: Job) -> dict[str, Any]:
         reason=outcome.reason,
         metrics=outcome.metrics,
         per_device=outcome.per_device,
-        findings=outcome.findings,
+        findings=[*outcome.findings, *([not_kept] if not_kept else [])],
         versions=outcome.versions,
         backend=backend.name,
         collect_s=collect_s,
@@ -122,7 +124,7 @@ def execute(job: Job) -> dict[str, Any]:
 
 
 def _failed(exc: Exception, backend: str, collect_s: float, stage: str) -> dict[str, Any]:
-    traceback.print_exc()  # to the check's log file
+    _print_traceback()
     text = f"{type(exc).__name__}: {exc}"
     return _result(
         "error",
@@ -133,13 +135,29 @@ def _failed(exc: Exception, backend: str, collect_s: float, stage: str) -> dict[
     )
 
 
-def _keep_raw(ctx: CheckContext, check: str, raw: Any) -> None:
-    """Keep what was collected beside the results: the captured output parse() was given."""
-    text = json.dumps(raw, indent=1, sort_keys=True)  # also proves raw is JSON-serialisable
-    if ctx.raw_dir is not None:
+def _print_traceback() -> None:
+    """The traceback to the check's log file; a log on a full or broken disk must not stop the
+    result from going back (it is the record that counts)."""
+    with contextlib.suppress(Exception):
+        traceback.print_exc()
+        sys.stderr.flush()
+
+
+def _keep_raw(ctx: CheckContext, check: str, text: str) -> str | None:
+    """Keep what was collected beside the results: the captured output parse() was given (JSON
+    text). Returns a finding when it could not be written; never raises for the disk."""
+    if ctx.raw_dir is None:
+        return None
+    target = ctx.raw_dir / f"{check}.json"
+    try:
         ctx.raw_dir.mkdir(parents=True, exist_ok=True)
-        with os.fdopen(open_output(ctx.raw_dir / f"{check}.json"), "w", encoding="utf-8") as fh:
+        with os.fdopen(open_output(target), "w", encoding="utf-8") as fh:
             fh.write(text + "\n")
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            target.unlink()  # a half-written sidecar is no record of what parse() was given
+        return f"raw output not kept ({target}: {exc.strerror or type(exc).__name__})"
+    return None
 
 
 def open_output(path: Path) -> int:
@@ -212,13 +230,13 @@ def child_main(job_json: str, conn: Connection, runner_pid: int | None = None) -
         result = execute(job)
         payload = json.dumps(result, allow_nan=False)
     except Exception as exc:
-        traceback.print_exc()
+        _print_traceback()
         payload = json.dumps(
             _result(
                 "error", reason=f"worker failed: {type(exc).__name__}: {exc}"[:500], error=str(exc)[:2000]
             )
         )
-    conn.send_bytes(payload.encode("utf-8"))
+    conn.send_bytes(payload.encode("utf-8"))  # always: a result lost is a measurement lost
     conn.close()
 
 

@@ -152,8 +152,10 @@ def test_clean_kernel_log_and_unreadable_kernel_log() -> None:
         ).status
         == "pass"
     )
+    # Nothing else wrong: not measured, so an error (a resume reads it again), what was read kept.
     out = parse("health", fixture_json("nvml/health_no_kernel_log.json"))
-    assert out.status == "fail" and "XID errors cannot be ruled out" in (out.reason or "")
+    assert out.status == "error" and "XID errors and machine checks cannot be ruled out" in (out.reason or "")
+    assert out.metrics["ecc_uncorrectable"] == 0
 
 
 def test_machine_checks_and_edac_on_a_cpu_host() -> None:

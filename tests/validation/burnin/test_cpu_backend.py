@@ -63,7 +63,11 @@ def test_ring_allreduce_is_exact_and_timed(world: int) -> None:
     assert raw["impl"] == "numpy-shm-ring" and raw["correct"] is True
     assert raw["exit_codes"] == [0] * world and len(raw["times_s"]) == 3 and min(raw["times_s"]) > 0
     assert raw["bytes"] % (4 * world) == 0
-    out = REGISTRY.get("collectives").parse(raw, ctx("cpu"))
+    # Judged with no floor: a 3 MiB ring on a busy machine is no measure of the cpu SKU's, only
+    # of the parse (the floor itself is judged in test_check_parse, on captured figures).
+    out = REGISTRY.get("collectives").parse(
+        raw, ctx("cpu", thresholds={"allreduce_busbw_gbps": {"floor": 0}})
+    )
     assert out.status == "pass" and out.metrics["allreduce_busbw_gbps"] > 0
     assert bus_factor(8) == 1.75
 

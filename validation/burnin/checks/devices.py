@@ -77,12 +77,23 @@ class Inventory(Check):
             notes.append(f"{len(devices)} accelerators present on a {sku.sku} node; they are not measured")
 
         if host:
-            metrics["host_cpus"] = float(host.get("cpus") or 0)
-            metrics["host_memory_gib"] = float(host.get("memory_bytes") or 0) / 2**30
+            # A figure that could not be read is left out and named, never recorded as 0.
+            cpus, memory = _positive(host.get("cpus")), _positive(host.get("memory_bytes"))
+            if cpus is None:
+                faults.append("host CPU count not readable")
+            else:
+                metrics["host_cpus"] = cpus
+            if memory is None:
+                faults.append("host memory size not readable (MemTotal in /proc/meminfo)")
+            else:
+                metrics["host_memory_gib"] = memory / 2**30
             if sku.host is not None:
-                if metrics["host_cpus"] < sku.host.vcpus:
+                if "host_cpus" in metrics and metrics["host_cpus"] < sku.host.vcpus:
                     faults.append(f"{metrics['host_cpus']:.0f} CPUs; {sku.sku} has {sku.host.vcpus}")
-                if metrics["host_memory_gib"] < sku.host.memory_gib * HOST_MEMORY_TOLERANCE:
+                if (
+                    "host_memory_gib" in metrics
+                    and metrics["host_memory_gib"] < sku.host.memory_gib * HOST_MEMORY_TOLERANCE
+                ):
                     faults.append(
                         f"{metrics['host_memory_gib']:.0f} GiB host memory; {sku.sku} has {sku.host.memory_gib}"
                     )
@@ -103,6 +114,13 @@ class Inventory(Check):
                     f"{host['usable_cpus']} of {host.get('cpus')} CPUs usable by this process (affinity)"
                 )
         return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes, versions=versions)
+
+
+def _positive(value: object) -> float | None:
+    """A host figure as a number, or None when it was not read (missing, zero, not a number)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        return None
+    return float(value)
 
 
 def _count_fault(found: int, ctx: CheckContext) -> str | None:

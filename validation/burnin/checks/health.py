@@ -10,12 +10,15 @@ grow, and the gate keeps the worse of two figures of one metric.
 
 Raw shape (every backend): {"devices": [per-device NVML facts], "kernel_log": {...},
 "edac": {...}, "thermal": [...]}. Per-device facts a backend cannot read are None and are
-simply not judged; the kernel log is mandatory on accelerator nodes (XIDs cannot be ruled out
-without it).
+simply not judged. The kernel log is mandatory on every node: without it XIDs (accelerator nodes)
+and machine checks (every node) cannot be ruled out, so health is an `error` (not measured; a
+`--resume` reads it again), or a `fail` when what was read found a fault anyway. What was measured
+stays in the record either way.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from validation.burnin.backends.base import Backend
@@ -54,9 +57,15 @@ class Health(Check):
         devices: list[dict[str, Any]] = raw.get("devices") or []
         if devices:
             _devices(ctx, devices, metrics, per_device, faults, notes, self.when)
-        _kernel_log(ctx, raw.get("kernel_log") or {}, devices, metrics, faults, notes)
+        blind = _kernel_log(ctx, raw.get("kernel_log") or {}, devices, metrics, faults, notes)
         _host(raw, metrics, faults, notes)
-        return judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes)
+        outcome = judge(ctx, metrics, per_device=per_device, faults=faults, notes=notes)
+        if blind is None:
+            return outcome
+        if outcome.status == "fail":  # a fault found is an answer, whatever could not be read
+            return replace(outcome, findings=[*outcome.findings, blind])
+        reason = blind if outcome.status == "pass" else f"{blind}; {outcome.reason}"
+        return replace(outcome, status="error", reason=reason[:500], findings=[blind, *outcome.findings])
 
 
 @register
@@ -180,18 +189,17 @@ def _kernel_log(
     metrics: dict[str, float],
     faults: list[str],
     notes: list[str],
-) -> None:
+) -> str | None:
+    """Judge the kernel log; returns what could not be ruled out when it was not readable."""
     if not log.get("source"):
         message = log.get("error") or "kernel log not readable"
         if ctx.sku.accelerator.kind == "gpu":
-            faults.append(f"{message}: XID errors cannot be ruled out")
-        else:
-            notes.append(f"{message}: machine-check errors not checked")
-        return
+            return f"{message}: XID errors and machine checks cannot be ruled out"
+        return f"{message}: machine-check errors cannot be ruled out"
     lines = log.get("lines") or []
     _machine_checks(lines, str(log["source"]), metrics, faults, notes)
     if ctx.sku.accelerator.kind != "gpu":
-        return
+        return None
     # Full PCI addresses (domain included): on multi-domain hosts 0002:01:00 and 0003:01:00 are
     # different GPUs.
     by_bus = {normalise_bus(str(d["bus_id"])): d.get("index") for d in devices if d.get("bus_id")}
@@ -226,6 +234,7 @@ def _kernel_log(
             faults.append(f"{who(f.bus)}: the driver could not initialise it (RmInitAdapter failed)")
     if len(gpu_faults) > _MAX_LISTED:
         faults.append(f"... {len(gpu_faults) - _MAX_LISTED} more GPU / NVSwitch faults")
+    return None
 
 
 def _machine_checks(

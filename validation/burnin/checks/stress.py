@@ -2,8 +2,9 @@
 temperatures and power. Thermal or hardware throttling under load fails the node.
 
 Raw (load_and_sample): {"interval_s", "seconds", "samples": [{"t", "devices": [{"clock_mhz",
-"max_clock_mhz", "temp_c", "power_w", "throttle_mask" (NVML bit mask) | "throttle_ms" and
-"throttle_count" (CPU cumulative counters), "energy_j"}]}], "work": [{"device", "flops",
+"max_clock_mhz", "temp_c", "power_w", "throttle_mask" (NVML bit mask) | "throttle_ms_by" and
+"throttle_count_by" (CPU cumulative counters, each package and core once; "throttle_ms" and
+"throttle_count" their sums), "energy_j"}]}], "work": [{"device", "flops",
 "seconds", "windows_tflops"}], "power_source", "power_unavailable"}.
 """
 
@@ -128,17 +129,36 @@ def _throttle(
                 f"{who}: at its software power cap in {capped} of {len(masks)} samples (normal at full load)"
             )
         return
-    ms = [float(x["throttle_ms"]) for x in every if x.get("throttle_ms") is not None]
-    counts = [float(x["throttle_count"]) for x in every if x.get("throttle_count") is not None]
-    if len(ms) >= 2:
+    ms = _counter_deltas(every, "throttle_ms")
+    counts = _counter_deltas(every, "throttle_count")
+    if ms:
         seen.add("throttle")
-        seconds = max(0.0, ms[-1] - ms[0]) / 1000
+        # Each counter is one core's or one package's time throttled: the longest of them is how
+        # long the load ran throttled (a sum would count cores throttled together many times over).
+        seconds = max(ms) / 1000
         per.setdefault("stress_throttle_seconds", []).append(seconds)
         if seconds > 0:
             faults.append(f"{who}: thermally throttled for {seconds:.2f} s under load (thermal_throttle)")
-    elif len(counts) >= 2:
+    elif counts:
         seen.add("throttle")
-        events = counts[-1] - counts[0]
-        per.setdefault("stress_throttle_seconds", []).append(events * interval if events > 0 else 0.0)
+        events = sum(counts)
         if events > 0:
-            faults.append(f"{who}: {events:g} thermal throttle events under load")
+            # An event count says nothing of how long each lasted: no seconds are made up from it.
+            faults.append(
+                f"{who}: {events:g} thermal throttle events under load (thermal_throttle; the kernel "
+                "counts events here, not their time)"
+            )
+        else:
+            per.setdefault("stress_throttle_seconds", []).append(0.0)
+
+
+def _counter_deltas(every: list[dict[str, Any]], key: str) -> list[float]:
+    """How much each cumulative counter grew from the first sample to the last (never below 0).
+    `<key>_by` holds each package's and core's counter once; a sample with the one figure `<key>`
+    (captured before that) is read as a single counter."""
+    keyed = [x[f"{key}_by"] for x in every if isinstance(x.get(f"{key}_by"), dict)]
+    if len(keyed) >= 2:
+        first, last = keyed[0], keyed[-1]
+        return [max(0.0, float(last[k]) - float(first[k])) for k in first if k in last]
+    single = [float(x[key]) for x in every if x.get(key) is not None]
+    return [max(0.0, single[-1] - single[0])] if len(single) >= 2 else []

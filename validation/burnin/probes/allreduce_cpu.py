@@ -12,7 +12,7 @@ import importlib.util
 import mmap
 import multiprocessing as mp
 import os
-import tempfile
+import shutil
 import time
 from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from validation.burnin.probes import scratch
 from validation.burnin.procutil import die_with_parent
 
 Raw = dict[str, Any]
@@ -149,13 +150,14 @@ def allreduce(
     if with_torch:
         import torch.distributed  # noqa: F401 - once here: the forked ranks inherit it loaded
 
-        store = tempfile.mkdtemp(prefix="fleetforge-gloo-")
+        # Named for this process: a check killed at its timeout skips the `finally`, and the
+        # runner (or the next all-reduce) removes what it left (probes/scratch.py).
+        scratch.sweep_gloo()
+        store = scratch.gloo_store_dir()
         try:
             codes = _launch(world, _gloo_rank, (shared, barrier, seed, os.path.join(store, "store")), timeout)
         finally:
-            for name in os.listdir(store):
-                os.unlink(os.path.join(store, name))
-            os.rmdir(store)
+            shutil.rmtree(store, ignore_errors=True)
         impl = "torch-gloo"
     else:
         codes = _launch(world, _ring_rank, (shared, barrier, seed), timeout)

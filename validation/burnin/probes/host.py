@@ -11,6 +11,7 @@ import glob
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +50,30 @@ def _read_number(path: Path) -> float | None:
     try:
         return float(text) if text is not None else None
     except ValueError:
+        return None
+
+
+def machine_identity(root: Path = Path("/")) -> dict[str, str]:
+    """What tells this machine from another: systemd's machine id (/etc/machine-id), or where that
+    is missing the firmware's product UUID (/sys/class/dmi/id/product_uuid, readable by root), and
+    the host name. A part that cannot be read is left out, never guessed."""
+    identity: dict[str, str] = {}
+    machine_id = _read(root / "etc/machine-id")
+    if machine_id:
+        identity["machine_id"] = machine_id
+    else:
+        uuid = _read(root / "sys/class/dmi/id/product_uuid")
+        if uuid:
+            identity["product_uuid"] = uuid.lower()
+    identity["hostname"] = socket.gethostname() or "localhost"
+    return identity
+
+
+def _kib(line: str) -> float | None:
+    """The number of a /proc/meminfo line ("MemTotal:  1234 kB"), or None when it has none."""
+    try:
+        return float(line.split()[1])
+    except (IndexError, ValueError):
         return None
 
 
@@ -134,20 +159,18 @@ class HostProbe:
             (ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("microcode")), ""
         )
         meminfo = _read(self.proc / "meminfo") or ""
-        mem_kib = next(
-            (float(ln.split()[1]) for ln in meminfo.splitlines() if ln.startswith("MemTotal:")), 0.0
-        )
+        mem_kib = next((_kib(ln) for ln in meminfo.splitlines() if ln.startswith("MemTotal:")), None)
         numa = len(glob.glob(str(self.sysfs / "devices/system/node/node[0-9]*")))
         dmi = self.sysfs / "class/dmi/id"
         return {
-            "cpus": os.cpu_count() or 0,
+            "cpus": os.cpu_count(),  # None: not known, never 0
             "usable_cpus": len(os.sched_getaffinity(0))
             if hasattr(os, "sched_getaffinity")
             else os.cpu_count(),
             "cpu_model": model or platform.processor() or platform.machine(),
             "machine": platform.machine(),
             "microcode": microcode,
-            "memory_bytes": mem_kib * 1024,
+            "memory_bytes": mem_kib * 1024 if mem_kib else None,  # None: MemTotal not readable
             "numa_nodes": numa,
             "bios_version": _read(dmi / "bios_version") or "",
             "sys_vendor": _read(dmi / "sys_vendor") or "",
@@ -202,18 +225,8 @@ class HostProbe:
         cpus = self._cpu_dirs()
         cur = [v for c in cpus if (v := _read_number(c / "cpufreq/scaling_cur_freq")) is not None]
         top = [v for c in cpus if (v := _read_number(c / "cpufreq/cpuinfo_max_freq")) is not None]
-        throttle_ms = [
-            v
-            for c in cpus
-            for name in ("core_throttle_total_time_ms", "package_throttle_total_time_ms")
-            if (v := _read_number(c / "thermal_throttle" / name)) is not None
-        ]
-        throttle_count = [
-            v
-            for c in cpus
-            for name in ("core_throttle_count", "package_throttle_count")
-            if (v := _read_number(c / "thermal_throttle" / name)) is not None
-        ]
+        throttle_ms = self._throttle_counters(cpus, "total_time_ms")
+        throttle_count = self._throttle_counters(cpus, "count")
         zones = self.thermal_zones()
         energy = [v for z in self._rapl_zones() if (v := _read_number(z / "energy_uj")) is not None]
         ranges = [v for z in self._rapl_zones() if (v := _read_number(z / "max_energy_range_uj")) is not None]
@@ -221,11 +234,36 @@ class HostProbe:
             "clock_mhz": sum(cur) / len(cur) / 1000 if cur else None,
             "max_clock_mhz": max(top) / 1000 if top else None,
             "temp_c": max(z["temp_c"] for z in zones) if zones else None,
-            "throttle_ms": sum(throttle_ms) if throttle_ms else None,
-            "throttle_count": sum(throttle_count) if throttle_count else None,
+            # Cumulative, each package and each physical core once (keyed as such): a CPU's
+            # package_* counter is its package's, repeated in every CPU of it, and SMT siblings
+            # share their core's core_* counter.
+            "throttle_ms": sum(throttle_ms.values()) if throttle_ms else None,
+            "throttle_count": sum(throttle_count.values()) if throttle_count else None,
+            "throttle_ms_by": throttle_ms or None,
+            "throttle_count_by": throttle_count or None,
             "energy_uj": energy if energy else None,
             "energy_range_uj": ranges if ranges else None,
         }
+
+    def _throttle_counters(self, cpus: list[Path], kind: str) -> dict[str, float]:
+        """`core_throttle_<kind>` and `package_throttle_<kind>` of every CPU, each counter once: by
+        package id and core id from the CPU's topology (by the CPU itself where that is not
+        readable, which can only repeat a counter, never lose one)."""
+        counters: dict[str, float] = {}
+        for c in cpus:
+            package = _read(c / "topology/physical_package_id")
+            core = _read(c / "topology/core_id")
+            keys = {
+                "core": f"core{package}.{core}" if package is not None and core is not None else c.name,
+                "package": f"package{package}" if package is not None else f"package@{c.name}",
+            }
+            for scope, key in keys.items():
+                if key in counters:
+                    continue
+                value = _read_number(c / "thermal_throttle" / f"{scope}_throttle_{kind}")
+                if value is not None:
+                    counters[key] = value
+        return counters
 
     # ---------------------------------------------------------------- fabric
 
