@@ -694,6 +694,17 @@ def _tpu_rules(spec: FleetSpec, sku: Sku) -> Iterator[tuple[str, str]]:
             f"sizes (chips): {', '.join(map(str, sizes))} (nodes: {', '.join(map(str, nodes))}); or "
             f"name the shape in tpu.topology ({tpu.SOURCES.get(generation, '')})",
         )
+        return
+    if per_slice > 1 and len(tpu.VM_CHIPS[generation]) > 1:
+        # Earlier fleetforge counted 8-chip hosts here, so the same `nodes` meant twice the chips:
+        # a spec that names no shape would silently ask for half the slice it was written for.
+        named = tpu.two_d_shape(chips)
+        yield (
+            "tpu.topology",
+            f"required for a {sku.sku} slice of more than one TPU VM: nodes counts 4-chip VMs there, "
+            f"so {per_slice} VMs a slice are {named} ({chips} chips); name the shape to confirm it "
+            f"({tpu.SOURCES.get(generation, '')})",
+        )
 
 
 def _capacity_rules(spec: FleetSpec) -> Iterator[tuple[str, str]]:

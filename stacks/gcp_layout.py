@@ -21,7 +21,6 @@ or the VM could not route between them.
 from __future__ import annotations
 
 import ipaddress
-import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -184,8 +183,7 @@ class TpuSlice:
 def default_topology(generation: str, chips: int) -> str | None:
     if generation == "v5p":
         return V5P_DEFAULT_TOPOLOGIES.get(chips)
-    shapes = {math.prod(int(n) for n in t.split("x")): t for t in tpu.TWO_D_SHAPES}
-    return shapes.get(chips)
+    return tpu.two_d_shape(chips)
 
 
 def tpu_slice(

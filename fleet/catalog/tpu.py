@@ -96,6 +96,11 @@ def chips_for_hosts(generation: str, hosts: int) -> int:
     return hosts * MULTI_HOST_CHIPS_PER_VM[generation]
 
 
+def two_d_shape(chips: int) -> str | None:
+    """The v5e/v6e topology of `chips` chips, or None when no 2D slice has that many."""
+    return next((t for t in TWO_D_SHAPES if math.prod(int(n) for n in t.split("x")) == chips), None)
+
+
 def slice_of(generation: str, topology: str) -> Slice:
     """The slice a topology names, or ShapeError saying which topologies exist."""
     if generation not in SOURCES:

@@ -67,9 +67,11 @@ def _entry(path: Path, problems: list[tuple[str, str]]) -> dict[str, Any]:
 
 def _summary(path: Path, spec: FleetSpec) -> str:
     sku = spec.catalog_sku
+    # A TPU VM's chips follow its slice; the catalog's figure is the largest VM's.
+    per_node = spec.tpu_chips_per_vm or sku.accelerators_per_node
     return (
         f"{path}: ok - {spec.name}: {spec.nodes} + {spec.spares} spare x {sku.sku} "
-        f"({sku.accelerators_per_node} x {sku.accelerator.model}, {sku.fabric.kind}) on {spec.cloud}"
+        f"({per_node} x {sku.accelerator.model}, {sku.fabric.kind}) on {spec.cloud}"
     )
 
 

@@ -94,7 +94,7 @@ def test_only_managed_lustre_has_a_dynamic_tier() -> None:
 
 
 def tpu_spec(sku: str, nodes: int, **settings: Any) -> dict[str, Any]:
-    doc = with_(with_(TPU, "sku", sku), "nodes", nodes)
+    doc = with_(with_({k: v for k, v in TPU.items() if k != "tpu"}, "sku", sku), "nodes", nodes)
     return with_(doc, "tpu", settings) if settings else doc
 
 
@@ -160,9 +160,6 @@ def test_a_multi_host_v6e_slice_is_four_chip_vms_and_the_old_eight_chip_count_is
 UNNAMED_SHAPES = [
     ("tpu-v6e", 1, 8, 8),  # one VM: the largest, 2x4 (1x1 and 2x2 need their topology named)
     ("tpu-v6e", 2, None, None),  # 8 chips are one VM, not two
-    ("tpu-v6e", 4, 16, 4),
-    ("tpu-v6e", 64, 256, 4),
-    ("tpu-v5e", 16, 64, 4),
     ("tpu-v5e", 3, None, None),
     ("tpu-v5p", 1, 4, 4),
     ("tpu-v5p", 2, 8, 4),
@@ -186,6 +183,22 @@ def test_without_a_topology_the_vm_count_makes_the_slice(
     assert found == {}
     assert tpu.chips_for_hosts(generation, nodes) == chips
     assert spec_from_mapping(tpu_spec(sku, nodes)).tpu_chips_per_vm == per_vm
+
+
+# (sku, nodes): a v5e/v6e slice of several VMs without its shape. Earlier fleetforge counted 8-chip
+# hosts, so the same nodes asked for twice the chips: such a spec must name its shape, not silently
+# shrink.
+MULTI_VM_UNNAMED = [("tpu-v6e", 4, "4x4"), ("tpu-v6e", 64, "16x16"), ("tpu-v5e", 16, "8x8")]
+
+
+@pytest.mark.parametrize(
+    ("sku", "nodes", "shape"), MULTI_VM_UNNAMED, ids=[f"{s}-{n}" for s, n, _ in MULTI_VM_UNNAMED]
+)
+def test_a_multi_vm_v5e_or_v6e_slice_must_name_its_shape(sku: str, nodes: int, shape: str) -> None:
+    found = problems(tpu_spec(sku, nodes))
+    assert set(found) == {"tpu.topology"}
+    assert f"{nodes} VMs a slice are {shape}" in found["tpu.topology"]
+    assert problems(tpu_spec(sku, nodes, topology=shape)) == {}
 
 
 def test_the_allowed_node_counts_are_whole_vms_of_the_slice_sizes() -> None:
@@ -264,9 +277,11 @@ def test_tpu_section_is_for_tpu_skus_and_its_fields_are_checked() -> None:
         tpu_spec("tpu-v5e", 8, topology="8x8", runtime_version="{{ x }}")
     )
     assert "tpu.slices" in problems(tpu_spec("tpu-v5e", 8, topology="8x8", slices=0))
-    # Two slices without a topology: nodes split evenly into slice-sized halves.
-    assert problems(tpu_spec("tpu-v5e", 16, slices=2)) == {}
+    # Two slices: nodes split evenly into slice-sized halves, whose shape a multi-VM v5e names.
+    assert problems(tpu_spec("tpu-v5e", 16, topology="4x8", slices=2)) == {}
+    assert set(problems(tpu_spec("tpu-v5e", 16, slices=2))) == {"tpu.topology"}
     assert "nodes" in problems(tpu_spec("tpu-v5e", 15, slices=2))
+    assert problems(tpu_spec("tpu-v5p", 16, slices=2)) == {}  # v5p VMs are 4 chips at any size
 
 
 # --------------------------------------------------------------------------- customer-managed key

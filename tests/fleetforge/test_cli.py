@@ -56,6 +56,8 @@ def test_spec_check_accepts_examples(capsys: pytest.CaptureFixture[str]) -> None
     code, out, _ = run(capsys, "spec", "check", *files)
     assert code == 0
     assert out.count(": ok") == len(files)
+    # A v5e 8x8 slice is 16 VMs of 4 chips, not of the largest VM's 8.
+    assert "16 + 0 spare x tpu-v5e (4 x TPU-v5e, ici)" in out
 
 
 @pytest.mark.parametrize(("doc", "field", "allowed"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])

@@ -51,6 +51,8 @@ REAL_ARGS = [
     "root=/dev/nvme0n1p1",
     "init_on_alloc=0",
     "mitigations=off",
+    "crashkernel=256M@16M",
+    "netconsole=6665@10.0.0.1/eth0,6666@10.0.0.2/",
 ]
 
 

@@ -65,8 +65,12 @@ def gcp_doc(**changes: Any) -> dict[str, Any]:
 
 
 def tpu_doc(**changes: Any) -> dict[str, Any]:
-    """The example TPU spec (one queued v5e 8x8 slice: 16 VMs of 4 chips) with dotted-path changes."""
-    return _changed(GCP_TPU_EXAMPLE, changes)
+    """The example TPU spec (one queued v5e 8x8 slice: 16 VMs of 4 chips) with dotted-path changes;
+    another sku or nodes drops the example's topology unless `tpu` is given too."""
+    example = GCP_TPU_EXAMPLE
+    if {"sku", "nodes"} & set(changes) and "tpu" not in changes:
+        example = {k: v for k, v in example.items() if k != "tpu"}
+    return _changed(example, changes)
 
 
 def _changed(example: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:

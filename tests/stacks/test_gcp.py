@@ -516,7 +516,9 @@ def test_args_carry_the_spec_fields_they_are_built_from() -> None:
 def test_tpu_slice_type_and_hosts_follow_the_topology(
     sku: str, hosts: int, accelerator_type: str, topology: str, per_vm: int
 ) -> None:
-    plan = plan_of(tpu_doc(sku=sku, nodes=hosts))
+    # A v5e/v6e slice of several VMs names its shape (fleet/spec.py); one VM and v5p need not.
+    named = {"tpu": {"topology": topology}} if per_vm == 4 and not sku.startswith("tpu-v5p") else {}
+    plan = plan_of(tpu_doc(sku=sku, nodes=hosts, **named))
     (spec,) = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
     node = spec["node"]
     assert node["acceleratorType"] == accelerator_type
@@ -534,7 +536,9 @@ def test_tpu_slice_type_and_hosts_follow_the_topology(
 
 
 def test_multislice_is_one_queued_resource_with_a_node_spec_per_slice() -> None:
-    plan = plan_of(tpu_doc(nodes=64, tpu={"slices": 4}))  # 4 slices of 16 VMs (8x8, 4 chips each)
+    plan = plan_of(
+        tpu_doc(nodes=64, tpu={"topology": "8x8", "slices": 4})
+    )  # 4 slices of 16 VMs (8x8, 4 chips each)
     specs = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
     assert [s["nodeId"] for s in specs] == [f"tpu-v5e-64-slice-{i}" for i in range(4)]
     assert {s["node"]["acceleratorType"] for s in specs} == {"v5litepod-64"}
@@ -548,7 +552,7 @@ def test_multislice_is_one_queued_resource_with_a_node_spec_per_slice() -> None:
 
 def test_the_tpu_group_names_the_nodes_its_slices_are() -> None:
     # A queued resource cannot label the VMs it creates, so a label filter would match nothing.
-    plan = plan_of(tpu_doc(nodes=16, tpu={"slices": 2}))
+    plan = plan_of(tpu_doc(nodes=16, tpu={"topology": "4x8", "slices": 2}))
     specs = one(plan, QUEUED).inputs["tpu"]["nodeSpecs"]
     assert all("labels" not in spec["node"] for spec in specs)
     assert plan.outputs["group"]["node_filter"] == {
@@ -575,7 +579,8 @@ def test_tpu_capacity_the_queued_resource_cannot_express_is_refused(capacity: di
 @pytest.mark.parametrize("sku", GCP_TPU_SKUS)
 def test_tpu_fleet_firewalls_cover_the_fleets_own_vpc(sku: str) -> None:
     hosts = {"tpu-v5e": 1, "tpu-v6e": 4}.get(sku, 2)  # one slice of each: 2x4, 4x4, 2x2x2
-    plan = plan_of(tpu_doc(sku=sku, nodes=hosts))
+    named = {"tpu": {"topology": "4x4"}} if sku == "tpu-v6e" else {}
+    plan = plan_of(tpu_doc(sku=sku, nodes=hosts, **named))
     rules = [r.inputs for r in of_type(plan, FIREWALL)]
     assert rules and all("targetServiceAccounts" not in r for r in rules)
     assert not any("0.0.0.0/0" in r["sourceRanges"] for r in rules)

@@ -171,6 +171,21 @@ def test_the_vms_own_count_wins_over_the_told_one(tmp_path: Path) -> None:
     assert tpu_backend.isolate_vm({}, None, tmp_path / "empty") == {}
 
 
+def test_a_chip_count_no_vm_of_the_generation_has_sets_nothing(tmp_path: Path) -> None:
+    # Naming a chip the VM lacks, or a grid no VM has, would stop libtpu before the inventory check
+    # could say "3 accelerators found".
+    three = materialize({f"vfio/{i}": "" for i in range(3)}, tmp_path / "three")
+    assert tpu_backend.isolate_vm({}, 4, three, generation="v6e") == {}
+    eight = materialize({f"vfio/{i}": "" for i in range(8)}, tmp_path / "eight")
+    assert tpu_backend.isolate_vm({}, 4, eight, generation="v5p") == {}
+    assert tpu_backend.isolate_vm({}, 4, eight, generation="v6e")["TPU_CHIPS_PER_PROCESS_BOUNDS"] == "2,4,1"
+    # Told a count no VM of the generation has, with /dev empty: nothing either.
+    assert tpu_backend.isolate_vm({}, 8, tmp_path / "empty", generation="v5p") == {}
+    assert (
+        tpu_backend.isolate_vm({}, 4, tmp_path / "empty", generation="v5p")["TPU_VISIBLE_CHIPS"] == "0,1,2,3"
+    )
+
+
 @pytest.mark.parametrize(
     "name", ["TPU_VISIBLE_CHIPS", "TPU_PROCESS_BOUNDS", "TPU_HOST_BOUNDS", "TPU_VISIBLE_DEVICES"]
 )

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from fleet.catalog import tpu
 from validation.burnin.backends.base import MissingDependencyError, Raw, Unsupported
 from validation.burnin.context import CheckContext
 from validation.burnin.probes.host import HostProbe
@@ -95,16 +96,22 @@ def local_chips(dev_root: Path | None = None) -> int:
 
 
 def isolate_vm(
-    environ: MutableMapping[str, str], expected: int | None = None, dev_root: Path | None = None
+    environ: MutableMapping[str, str],
+    expected: int | None = None,
+    dev_root: Path | None = None,
+    generation: str | None = None,
 ) -> dict[str, str]:
     """Make this VM's chips a slice of their own for JAX: sets single_vm_environment in `environ`
     (before JAX is imported) unless it already sets a topology variable. The chips are the VM's own
-    count, else `expected` (the fleet's chips per VM). Returns what was set."""
+    count when /dev shows any, else `expected` (the fleet's chips per VM), and only a count a VM of
+    `generation` has (any generation's when unknown): naming chips the VM lacks, or a grid no VM
+    has, would stop libtpu, where the inventory check should report the count. Returns what was set."""
     if any(name in environ for name in OPERATOR_TOPOLOGY):
         return {}
+    sizes = set(tpu.VM_CHIPS[generation]) if generation in tpu.VM_CHIPS else set(CHIP_GRIDS)
     found = local_chips(dev_root)
-    chips = found if found in CHIP_GRIDS else expected
-    added = single_vm_environment(chips) if chips is not None else {}
+    chips = found if found else expected
+    added = single_vm_environment(chips) if chips in sizes else {}
     environ.update(added)
     return added
 
@@ -129,7 +136,7 @@ class JaxBackend(HostProbe):
         super().__init__(sysfs_root=ctx.sysfs_root, **probe)
         if jax is None:
             # Before JAX starts: on a VM of a multi-host slice it would wait for the other hosts.
-            isolate_vm(os.environ, ctx.expected_accelerators)
+            isolate_vm(os.environ, ctx.expected_accelerators, generation=ctx.sku.accelerator.generation)
         self.jax: Any = jax if jax is not None else _import_jax()
         self.jnp = self.jax.numpy
         self.devices = [d for d in self.jax.local_devices() if d.platform == platform]
