@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fleet.results import read_results  # noqa: E402
+from fleetforge import install  # noqa: E402
 from tests.hosts.harness import HostsUnsupported, TestHosts, check_supported  # noqa: E402
 from validation.fleetrun.run import FleetRun, FleetRunOptions, run_fleet  # noqa: E402
 from validation.gate import decide  # noqa: E402
@@ -92,6 +93,9 @@ def one_run(
     doc = {"all": {"hosts": {h.name: hosts.connection_vars(h) for h in hosts if h.name in names}}}
     inventory.write_text(yaml.safe_dump(doc, sort_keys=False))
     opts = FleetRunOptions(
+        # As the CLI passes them (fleetforge/run_options.py): the run never finds them itself.
+        source=install.source_root(),
+        ansible_root=install.ansible_root(),
         inventory=inventory,
         out_dir=work / f"out-{tag}",
         sku="cpu",

@@ -5,7 +5,8 @@ Every Ansible task runs its module from a zip (AnsiballZ) at a new temporary pat
 caches bytecode for zip imports: each task compiled ansible.module_utils from source again (Python
 3.11 compiles a module from a zip twice per import), 115 ms of the 280 ms of CPU the module's
 Python took per trivial task on a host (process accounting). All told such a task costs the machine
-468 ms of CPU without the cache and 385 ms with it (benchmarks/ansible_task_cost.py, median of 5).
+202 ms of CPU without the cache and 155 ms with it, ansible-playbook's start-up left out
+(benchmarks/ansible_task_cost.py, median of 3).
 
 Keyed by the source's hash, a cached module is the same module; only the file name its code
 objects carry is set to where this run found it, so tracebacks still point at the zip in use.
