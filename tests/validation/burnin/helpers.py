@@ -10,9 +10,18 @@ from typing import Any
 from fleet.catalog import get_sku
 from fleet.spec import ThresholdOverride
 from validation.burnin.context import CheckContext
+from validation.burnin.runner import RunOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE_REGISTRY = "tests.validation.burnin.fake_checks:TEST_REGISTRY"
+
+
+def run_options(tmp_path: Path, only: list[str] | None = None, **kw: Any) -> RunOptions:
+    """A quick cpu run of node t1 into tmp_path/out, with the fake checks unless told otherwise."""
+    settings: dict[str, Any] = {"registry": FAKE_REGISTRY, **kw}
+    return RunOptions(
+        sku=get_sku("cpu"), level="quick", out_dir=tmp_path / "out", node="t1", only=only, **settings
+    )
 
 
 def fixture_json(rel: str) -> Any:

@@ -9,23 +9,10 @@ from typing import Any
 
 import pytest
 
-from fleet.catalog import get_sku
 from fleet.results import read_results
-from tests.validation.burnin.helpers import FAKE_REGISTRY
+from tests.validation.burnin.helpers import FAKE_REGISTRY, run_options
 from validation.burnin.registry import load_registry
-from validation.burnin.runner import RunError, RunOptions, run_burnin
-
-
-def opts(tmp_path: Path, only: list[str] | None = None, **kw: Any) -> RunOptions:
-    return RunOptions(
-        sku=get_sku("cpu"),
-        level="quick",
-        out_dir=tmp_path / "out",
-        node="t1",
-        only=only,
-        registry=FAKE_REGISTRY,
-        **kw,
-    )
+from validation.burnin.runner import RunError, run_burnin
 
 
 def rewrite(path: Path, change: Any) -> None:
@@ -41,7 +28,7 @@ def rewrite(path: Path, change: Any) -> None:
     ids=["node", "sku", "level", "no-settings"],
 )
 def test_resume_reruns_check_records_that_are_not_this_runs(tmp_path: Path, field: dict[str, Any]) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
 
     def change(rec: dict[str, Any]) -> dict[str, Any]:
         if rec["kind"] != "check":
@@ -50,7 +37,7 @@ def test_resume_reruns_check_records_that_are_not_this_runs(tmp_path: Path, fiel
         return {k: v for k, v in rec.items() if v is not None}
 
     rewrite(first.path, change)
-    again = run_burnin(opts(tmp_path, resume=True))
+    again = run_burnin(run_options(tmp_path, resume=True))
     assert again.run_id == first.run_id
     assert again.kept == [] and [r.record.check for r in again.runs] == ["ok", "ok2"]
     assert again.verdict == "ok"
@@ -58,11 +45,11 @@ def test_resume_reruns_check_records_that_are_not_this_runs(tmp_path: Path, fiel
 
 
 def test_resume_keeps_no_record_of_a_check_outside_the_plan(tmp_path: Path) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
     lines = first.path.read_text().splitlines()
     extra = json.loads(lines[1]) | {"check": "ok3"}
     first.path.write_text("\n".join([*lines, json.dumps(extra)]) + "\n")
-    again = run_burnin(opts(tmp_path, resume=True))
+    again = run_burnin(run_options(tmp_path, resume=True))
     assert again.kept == ["ok", "ok2"] and again.runs == []
     assert "ok3" not in again.final
 
@@ -80,7 +67,7 @@ def test_resume_keeps_no_record_of_a_check_outside_the_plan(tmp_path: Path) -> N
 def test_resume_refuses_a_run_record_whose_plan_it_could_not_have_written(
     tmp_path: Path, plan: list[str], partial: bool, problem: str
 ) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
 
     def change(rec: dict[str, Any]) -> dict[str, Any]:
         return rec | {"checks": plan, "partial": partial} if rec["kind"] == "run" else rec
@@ -88,7 +75,7 @@ def test_resume_refuses_a_run_record_whose_plan_it_could_not_have_written(
     rewrite(first.path, change)
     before = first.path.read_bytes()
     with pytest.raises(RunError, match=problem):
-        run_burnin(opts(tmp_path, resume=True))
+        run_burnin(run_options(tmp_path, resume=True))
     assert first.path.read_bytes() == before  # nothing appended to a run it refused
 
 
@@ -107,19 +94,19 @@ def test_resume_of_a_lone_run_record_with_no_checks_is_refused(tmp_path: Path) -
     }
     path.write_text(json.dumps(run) + "\n")
     with pytest.raises(RunError, match="lists no checks"):
-        run_burnin(opts(tmp_path, resume=True))
+        run_burnin(run_options(tmp_path, resume=True))
 
 
 def test_resume_of_a_whole_level_run_keeps_what_it_measured(tmp_path: Path) -> None:
     # The level's whole list, not partial: accepted, and a finished check is kept.
     level = [c.name for c in load_registry(FAKE_REGISTRY).for_level("quick")]
-    first = run_burnin(opts(tmp_path, ["ok"]))
+    first = run_burnin(run_options(tmp_path, ["ok"]))
 
     def change(rec: dict[str, Any]) -> dict[str, Any]:
         return rec | {"checks": level, "partial": False} if rec["kind"] == "run" else rec
 
     rewrite(first.path, change)
-    again = run_burnin(opts(tmp_path, ["ok2"], resume=True))
+    again = run_burnin(run_options(tmp_path, ["ok2"], resume=True))
     # ok2 ran, so the check that reads the run ran again after it.
     assert again.kept == ["ok"] and [r.record.check for r in again.runs] == ["ok2", "closing"]
     assert read_results(first.path).runs[0].partial is False

@@ -6,24 +6,16 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import validation.burnin.runner as runner
-from fleet.catalog import get_sku
 from fleet.results import read_results
-from tests.validation.burnin.helpers import FAKE_REGISTRY
+from tests.validation.burnin.helpers import run_options
 from validation.burnin.probes.host import machine_identity
-from validation.burnin.runner import RunError, RunOptions, run_burnin
+from validation.burnin.runner import RunError, run_burnin
 
 A = {"machine_id": "0123456789abcdef0123456789abcdef", "hostname": "node-a"}
-
-
-def opts(tmp_path: Path, **kw: Any) -> RunOptions:
-    return RunOptions(
-        sku=get_sku("cpu"), level="quick", out_dir=tmp_path / "out", node="t1", registry=FAKE_REGISTRY, **kw
-    )
 
 
 def on(monkeypatch: pytest.MonkeyPatch, identity: dict[str, str]) -> None:
@@ -44,18 +36,18 @@ def test_resume_on_another_machine_is_refused_naming_both(
 ) -> None:
     on(monkeypatch, A)
     first = run_burnin(
-        opts(tmp_path, only=["ok", "flaky"], options={"flaky": {"marker": str(tmp_path / "m")}})
+        run_options(tmp_path, only=["ok", "flaky"], options={"flaky": {"marker": str(tmp_path / "m")}})
     )
     assert read_results(first.path).runs[0].machine == A  # type: ignore[attr-defined]
     before = first.path.read_bytes()
     on(monkeypatch, other)
     with pytest.raises(RunError, match="only on the machine that began it") as exc:
-        run_burnin(opts(tmp_path, resume=True))
+        run_burnin(run_options(tmp_path, resume=True))
     assert "node-a" in str(exc.value) and all(v in str(exc.value) for v in other.values())
     assert first.path.read_bytes() == before
     # On the machine that began it, the run continues.
     on(monkeypatch, A)
-    again = run_burnin(opts(tmp_path, resume=True, options={"flaky": {"marker": str(tmp_path / "m")}}))
+    again = run_burnin(run_options(tmp_path, resume=True, options={"flaky": {"marker": str(tmp_path / "m")}}))
     assert again.run_id == first.run_id and again.kept == ["ok"] and again.verdict == "ok"
 
 
@@ -63,11 +55,11 @@ def test_resume_of_a_run_without_a_machine_identity_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     on(monkeypatch, A)
-    first = run_burnin(opts(tmp_path, only=["ok"]))
+    first = run_burnin(run_options(tmp_path, only=["ok"]))
     lines = first.path.read_text().splitlines()
     first.path.write_text("\n".join([lines[0].replace('"machine":', '"was_machine":'), *lines[1:]]) + "\n")
     with pytest.raises(RunError, match="no machine identity"):
-        run_burnin(opts(tmp_path, resume=True))
+        run_burnin(run_options(tmp_path, resume=True))
 
 
 def test_machine_identity_reads_the_machine_id_then_the_dmi_uuid(tmp_path: Path) -> None:

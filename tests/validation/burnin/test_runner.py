@@ -24,7 +24,7 @@ from fleet.catalog import get_sku
 from fleet.results import ResultsWriter, read_results
 from fleet.spec import ThresholdOverride
 from tests.validation.burnin.fake_checks import Ok
-from tests.validation.burnin.helpers import FAKE_REGISTRY
+from tests.validation.burnin.helpers import FAKE_REGISTRY, run_options
 from validation.burnin.registry import Registry
 from validation.burnin.runner import (
     OutputError,
@@ -43,18 +43,6 @@ HOST = re.escape(socket.gethostname())
 # A level of one check: running "all of it" stays cheap, for the partial flag.
 ONE_CHECK = Registry()
 ONE_CHECK.register(Ok)
-
-
-def opts(tmp_path: Path, only: list[str], **kw: Any) -> RunOptions:
-    return RunOptions(
-        sku=get_sku("cpu"),
-        level="quick",
-        out_dir=tmp_path / "out",
-        node="t1",
-        only=only,
-        registry=FAKE_REGISTRY,
-        **kw,
-    )
 
 
 def alive(pid: int) -> bool:
@@ -85,7 +73,9 @@ def test_hung_check_is_killed_at_its_timeout_with_what_it_started(tmp_path: Path
     # The timeout covers the worker's start too (a fresh interpreter importing numpy): 6 s leaves it
     # time to start its child even on a loaded CI machine, where 1.5 s once did not.
     summary = run_burnin(
-        opts(tmp_path, ["hang", "ok"], timeouts={"hang": 6.0}, options={"hang": {"pidfile": str(pidfile)}})
+        run_options(
+            tmp_path, ["hang", "ok"], timeouts={"hang": 6.0}, options={"hang": {"pidfile": str(pidfile)}}
+        )
     )
     hang = summary.final["hang"]
     assert hang.status == "error"
@@ -111,7 +101,7 @@ def test_hung_check_is_killed_at_its_timeout_with_what_it_started(tmp_path: Path
     ],
 )
 def test_broken_checks_are_errors_never_passes(tmp_path: Path, check: str, expect: str) -> None:
-    summary = run_burnin(opts(tmp_path, [check]))
+    summary = run_burnin(run_options(tmp_path, [check]))
     record = summary.final[check]
     assert record.status == "error"
     assert expect in (record.error or "") + (record.reason or "")
@@ -122,7 +112,7 @@ def test_broken_checks_are_errors_never_passes(tmp_path: Path, check: str, expec
 
 
 def test_records_are_appended_in_order_with_the_run_record_first(tmp_path: Path) -> None:
-    summary = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    summary = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
     lines = [json.loads(x) for x in summary.path.read_text().splitlines()]
     assert [x["kind"] for x in lines] == ["run", "check", "check"]
     assert lines[0]["checks"] == ["ok", "ok2"] and lines[0]["versions"]["kernel"]
@@ -141,8 +131,8 @@ def test_a_result_that_breaks_the_format_is_an_error(tmp_path: Path) -> None:
 
 
 def test_new_run_moves_the_old_file_aside(tmp_path: Path) -> None:
-    first = run_burnin(opts(tmp_path, ["ok"]))
-    second = run_burnin(opts(tmp_path, ["ok"]))
+    first = run_burnin(run_options(tmp_path, ["ok"]))
+    second = run_burnin(run_options(tmp_path, ["ok"]))
     assert first.run_id != second.run_id
     prev = first.path.with_name(first.path.name + ".prev")
     assert read_results(prev).runs[0].run_id == first.run_id
@@ -152,9 +142,9 @@ def test_new_run_moves_the_old_file_aside(tmp_path: Path) -> None:
 def test_resume_reruns_errors_and_keeps_the_rest(tmp_path: Path) -> None:
     marker = tmp_path / "flaky.marker"
     options = {"flaky": {"marker": str(marker)}}
-    first = run_burnin(opts(tmp_path, ["ok", "flaky", "ok2"], options=options))
+    first = run_burnin(run_options(tmp_path, ["ok", "flaky", "ok2"], options=options))
     assert first.final["flaky"].status == "error" and "device busy" in (first.final["flaky"].error or "")
-    second = run_burnin(opts(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
+    second = run_burnin(run_options(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
     assert second.run_id == first.run_id
     assert second.kept == ["ok", "ok2"]
     assert [r.record.check for r in second.runs] == ["flaky"]
@@ -168,23 +158,23 @@ def test_resume_reads_the_run_again_after_any_check_it_reruns(tmp_path: Path) ->
     # health_after_load reads what the load checks raised: a rerun check's load is read again too.
     marker = tmp_path / "flaky.marker"
     options = {"flaky": {"marker": str(marker)}}
-    first = run_burnin(opts(tmp_path, ["ok", "flaky", "closing"], options=options))
+    first = run_burnin(run_options(tmp_path, ["ok", "flaky", "closing"], options=options))
     assert first.final["flaky"].status == "error" and first.final["closing"].status == "pass"
-    second = run_burnin(opts(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
+    second = run_burnin(run_options(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
     assert second.kept == ["ok"]
     assert [r.record.check for r in second.runs] == ["flaky", "closing"]
     # Nothing left to rerun: the closing check's record stands.
-    third = run_burnin(opts(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
+    third = run_burnin(run_options(tmp_path, None, resume=True, options=options))  # type: ignore[arg-type]
     assert third.runs == [] and sorted(third.kept) == ["closing", "flaky", "ok"]
 
 
 def test_resume_reruns_what_was_measured_under_other_settings(tmp_path: Path) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"], options={"ok2": {"note": "a"}}))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"], options={"ok2": {"note": "a"}}))
     same = {"options": {"ok2": {"note": "a"}}}
     # The same settings: both kept.
-    assert run_burnin(opts(tmp_path, None, resume=True, **same)).kept == ["ok", "ok2"]  # type: ignore[arg-type]
+    assert run_burnin(run_options(tmp_path, None, resume=True, **same)).kept == ["ok", "ok2"]  # type: ignore[arg-type]
     # ok2's options changed: ok2 alone is measured again; a pass judged before is not this run's.
-    again = run_burnin(opts(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}))  # type: ignore[arg-type]
+    again = run_burnin(run_options(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}))  # type: ignore[arg-type]
     assert again.run_id == first.run_id and again.kept == ["ok"]
     assert [r.record.check for r in again.runs] == ["ok2"]
     # Thresholds or the storage path judge and measure every check: nothing is kept.
@@ -192,12 +182,14 @@ def test_resume_reruns_what_was_measured_under_other_settings(tmp_path: Path) ->
         {"thresholds": {"x": ThresholdOverride(floor=1.0)}},
         {"storage_path": tmp_path / "elsewhere"},
     ):
-        redone = run_burnin(opts(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}, **change))  # type: ignore[arg-type]
+        redone = run_burnin(
+            run_options(tmp_path, None, resume=True, options={"ok2": {"note": "b"}}, **change)
+        )  # type: ignore[arg-type]
         assert redone.kept == [] and [r.record.check for r in redone.runs] == ["ok", "ok2"]
 
 
 def test_resume_refuses_a_different_run(tmp_path: Path) -> None:
-    run_burnin(opts(tmp_path, ["ok"]))
+    run_burnin(run_options(tmp_path, ["ok"]))
     with pytest.raises(RunError, match="--resume needs the same"):
         run_burnin(
             RunOptions(
@@ -277,21 +269,21 @@ def test_killing_the_runner_keeps_finished_records_and_resume_completes(tmp_path
 
 
 def test_resume_trims_a_partial_last_line(tmp_path: Path) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
     lines = first.path.read_text().splitlines(keepends=True)
     # The runner died while writing ok2's record: half a line, no newline.
     first.path.write_text("".join(lines[:2]) + lines[2][:40])
-    summary = run_burnin(opts(tmp_path, None, resume=True))  # type: ignore[arg-type]
+    summary = run_burnin(run_options(tmp_path, None, resume=True))  # type: ignore[arg-type]
     assert [r.record.check for r in summary.runs] == ["ok2"]
     after = read_results(first.path)
     assert not after.bad_lines and [c.check for c in after.checks] == ["ok", "ok2"]
 
 
 def test_resume_keeps_a_whole_last_record_that_only_lacks_its_newline(tmp_path: Path) -> None:
-    first = run_burnin(opts(tmp_path, ["ok", "ok2"]))
+    first = run_burnin(run_options(tmp_path, ["ok", "ok2"]))
     text = first.path.read_text()
     first.path.write_text(text.rstrip("\n"))  # ok2's record is whole; only the newline is missing
-    summary = run_burnin(opts(tmp_path, None, resume=True))  # type: ignore[arg-type]
+    summary = run_burnin(run_options(tmp_path, None, resume=True))  # type: ignore[arg-type]
     assert summary.runs == [] and summary.kept == ["ok", "ok2"]  # nothing cut, nothing rerun
     assert first.path.read_text() == text
 
@@ -338,7 +330,7 @@ def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_pat
                 with pytest.raises(
                     RunBusy, match=rf"t1\.jsonl: another burn-in \(pid {runner.pid} on {HOST}\)"
                 ):
-                    run_burnin(opts(tmp_path, None if resume else ["ok"], resume=resume))  # type: ignore[arg-type]
+                    run_burnin(run_options(tmp_path, None if resume else ["ok"], resume=resume))  # type: ignore[arg-type]
             # Not moved aside, not trimmed, not appended to: the live run's file is as it was
             # (read while it is still stopped: resumed, it appends the slow check's record).
             assert path.read_bytes() == before and not path.with_name("t1.jsonl.prev").exists()
@@ -348,7 +340,7 @@ def test_a_second_run_on_a_file_in_use_stops_at_once_and_touches_nothing(tmp_pat
     finally:
         runner.kill()  # a crash: the kernel releases the lock with the process
         runner.wait()
-    assert run_burnin(opts(tmp_path, ["ok"])).verdict == "ok"
+    assert run_burnin(run_options(tmp_path, ["ok"])).verdict == "ok"
 
 
 def test_a_write_that_fails_mid_run_stops_closed_and_keeps_the_records(
@@ -365,7 +357,7 @@ def test_a_write_that_fails_mid_run_stops_closed_and_keeps_the_records(
 
     monkeypatch.setattr(ResultsWriter, "append", append_until_full)
     with pytest.raises(OutputError, match=r"writing the check ok2 record failed \(No space left") as exc:
-        run_burnin(opts(tmp_path, ["ok", "ok2", "ok3"]))
+        run_burnin(run_options(tmp_path, ["ok", "ok2", "ok3"]))
     assert exc.value.during_run
     on_disk = read_results(tmp_path / "out" / "t1.jsonl")
     assert len(on_disk.runs) == 1 and [c.check for c in on_disk.checks] == ["ok"]  # ok3 never ran
@@ -380,12 +372,12 @@ def test_a_results_file_that_cannot_be_opened_is_an_output_error(
 
     monkeypatch.setattr(ResultsWriter, "__init__", read_only)
     with pytest.raises(OutputError, match=r"t1\.jsonl: cannot open it for writing \(Read-only") as exc:
-        run_burnin(opts(tmp_path, ["ok"]))
+        run_burnin(run_options(tmp_path, ["ok"]))
     assert not exc.value.during_run
 
 
 def test_a_run_narrowed_by_only_is_partial(tmp_path: Path) -> None:
-    narrowed = run_burnin(opts(tmp_path, ["ok"]))
+    narrowed = run_burnin(run_options(tmp_path, ["ok"]))
     assert read_results(narrowed.path).runs[0].partial is True
     whole = RunOptions(
         sku=get_sku("cpu"), level="quick", out_dir=tmp_path / "whole", node="t1", registry=ONE_CHECK_NAME
@@ -440,7 +432,7 @@ def test_a_stop_during_a_checks_start_waits_for_the_start_and_leaves_no_process(
     previous = signal.signal(signal.SIGTERM, stop)
     try:
         with pytest.raises(KeyboardInterrupt):
-            run_burnin(opts(tmp_path, ["ok"]))
+            run_burnin(run_options(tmp_path, ["ok"]))
     finally:
         signal.signal(signal.SIGTERM, previous)
     (proc,) = StoppedWhileStarting.started

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.catalog import get_sku
+from tests.validation.burnin.helpers import run_options
 from validation.burnin.probes import scratch, storage_io
-from validation.burnin.runner import RunOptions, run_burnin
+from validation.burnin.runner import run_burnin
 
 SCRATCH = "tests.validation.burnin.scratch_checks:SCRATCH_REGISTRY"
 
@@ -29,11 +29,8 @@ def test_a_check_killed_at_its_timeout_leaves_no_scratch(tmp_path: Path, check: 
     storage.mkdir()
     marker = tmp_path / "marker"
     summary = run_burnin(
-        RunOptions(
-            sku=get_sku("cpu"),
-            level="quick",
-            out_dir=tmp_path / "out",
-            node="t1",
+        run_options(
+            tmp_path,
             only=[check],
             registry=SCRATCH,
             storage_path=storage,

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 import validation.burnin.worker as worker
-from fleet.catalog import get_sku
-from tests.validation.burnin.helpers import FAKE_REGISTRY, ctx
-from validation.burnin.runner import RunOptions, run_burnin
+from tests.validation.burnin.helpers import FAKE_REGISTRY, ctx, run_options
+from validation.burnin.runner import run_burnin
 from validation.burnin.worker import Job, child_main
 
 
@@ -112,16 +111,7 @@ def full_raw_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_a_full_raw_folder_loses_no_result_and_no_reason(tmp_path: Path, full_raw_dir: Path) -> None:
-    summary = run_burnin(
-        RunOptions(
-            sku=get_sku("cpu"),
-            level="quick",
-            out_dir=tmp_path / "out",
-            node="t1",
-            only=["ok", "raises"],
-            registry=FAKE_REGISTRY,
-        )
-    )
+    summary = run_burnin(run_options(tmp_path, only=["ok", "raises"]))
     ok, raises = summary.final["ok"], summary.final["raises"]
     assert ok.status == "pass" and ok.metrics["probe_gbps"] > 0
     assert any(f.startswith("raw output not kept") for f in ok.findings)
