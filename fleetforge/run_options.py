@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # the run's modules load only when a run starts: `fleetforge 
     from fleet.spec import FleetSpec
     from validation.fleetrun.run import FleetRunOptions
 
-_VAR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A role variable's name, and an environment variable's (a role hands those to `environment:`).
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Role variables that become a task's `environment:`, whose names Ansible writes unquoted into the
 # shell command line it runs the module with (`A=1;touch x;B='v' python3 ...`). The known ones, and
 # any other variable named like them.
@@ -34,7 +35,6 @@ ENVIRONMENT_VARS = frozenset(
     }
 )
 ENVIRONMENT_SUFFIXES = ("_environment", "_env_extra")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 LevelOption = Annotated[str | None, typer.Option(metavar="LEVEL", help=LEVEL_HELP)]
 ForksOption = Annotated[int, typer.Option(metavar="N", min=1, help="Hosts Ansible works on at once.")]
@@ -205,7 +205,7 @@ def parse_vars(items: list[str]) -> dict[str, object]:
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
-        if not sep or not _VAR_NAME.match(key):
+        if not sep or not _NAME.fullmatch(key):
             fail(f"--var {item!r}: expected KEY=VALUE with KEY a variable name", exitcodes.USAGE)
         try:
             extravars[key] = yaml.safe_load(raw) if raw.strip() else ""
@@ -226,7 +226,7 @@ def check_environment(key: str, value: object) -> None:
             exitcodes.USAGE,
         )
     for name in value:
-        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             fail(
                 f"--var {key}: {name!r} is not an environment variable name; allowed: a letter or _ "
                 "then letters, digits and _ (e.g. NCCL_SOCKET_IFNAME)",

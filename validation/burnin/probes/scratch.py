@@ -69,18 +69,11 @@ def remove_left_by(pid: int, storage_path: Path | None) -> list[str]:
 
 def sweep_storage(path: Path) -> list[str]:
     """Remove this host's storage test files on `path` whose process is gone. Never raises."""
+    mine, folder = host_tag(), Path(path)
     removed: list[str] = []
-    mine = host_tag()
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return removed
-    for name in names:
-        found = _STORAGE_NAME.fullmatch(name)
-        if found is None or found["host"] not in (None, mine) or pid_alive(int(found["pid"])):
-            continue
-        if _remove_file(Path(path) / name):
-            removed.append(str(Path(path) / name))
+    for name, found in _named(folder, _STORAGE_NAME):
+        if found["host"] in (None, mine) and not pid_alive(int(found["pid"])) and _remove_file(folder / name):
+            removed.append(str(folder / name))
     return removed
 
 
@@ -113,18 +106,22 @@ def _remove_file(target: Path) -> bool:
     return True
 
 
+def _named(folder: Path, pattern: re.Pattern[str]) -> list[tuple[str, re.Match[str]]]:
+    """The entries of `folder` whose whole name `pattern` matches; none when it cannot be listed."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [(name, found) for name in names if (found := pattern.fullmatch(name)) is not None]
+
+
 def _remove_gloo(select: Callable[[int], bool]) -> list[str]:
     removed: list[str] = []
-    root = tempfile.gettempdir()
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return removed
-    for name in names:
-        found = _GLOO_NAME.fullmatch(name)
-        if found is None or not select(int(found["pid"])):
+    root = Path(tempfile.gettempdir())
+    for name, found in _named(root, _GLOO_NAME):
+        if not select(int(found["pid"])):
             continue
-        folder = os.path.join(root, name)
+        folder = str(root / name)
         with contextlib.suppress(OSError):
             info = os.lstat(folder)
             # /tmp is everyone's: only a real folder of our own, never a link planted there.
