@@ -247,7 +247,16 @@ def test_measuring_hosts_take_turns_across_harnesses(hosts_supported: None) -> N
         run_a = subprocess.Popen([*a.ssh_args, measure], stdin=subprocess.DEVNULL)
         pid_a = _measuring_pid(a)
         # Another test process on this machine may hold the turn for a while (its own fleet run).
-        _wait_for(lambda: harness._TURN.holder == harness._who(a), 600, "the first host never got its turn")
+        # The watcher takes the turn, then weighs and continues the host: wait for all three.
+        _wait_for(
+            lambda: (
+                harness._TURN.holder == harness._who(a)
+                and (a.cgroup / "cpu.shares").read_text().strip() == str(harness.TURN_CPU_SHARES)
+                and _state(pid_a) != "T"
+            ),
+            600,
+            "the first host never got its turn",
+        )
         assert _state(pid_a) != "T"
         assert (a.cgroup / "cpu.shares").read_text().strip() == str(harness.TURN_CPU_SHARES)
         run_b = subprocess.Popen([*b.ssh_args, measure], stdin=subprocess.DEVNULL)
